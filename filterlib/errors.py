@@ -1,0 +1,42 @@
+"""Errors raised by filterlib, named for the RocketMQ failure they stand for."""
+
+from __future__ import annotations
+
+
+class FilterError(ValueError):
+    """Base of every filter failure (a ValueError, so plain callers can catch it generically)."""
+
+
+class FilterSyntaxError(FilterError):
+    """An expression RocketMQ's SQL92 compiler rejects (MQFilterException "Invalid MessageSelector.").
+
+    `position` is the 0-based character offset of the offending text in the expression (None when the error is
+    not tied to one place), `text` the offending token or fragment, `since` a RocketMQ version from which the
+    construct would be accepted when that applies (e.g. CONTAINS needs 5.1.3).
+    """
+
+    def __init__(self, message: str, expression: str = "", position: int | None = None, text: str | None = None,
+                 since: str | None = None):
+        super().__init__(message)
+        self.expression = expression
+        self.position = position
+        self.text = text
+        self.since = since
+
+
+class FilterEvaluationError(FilterError):
+    """Evaluation threw in Java (e.g. a ClassCastException or NumberFormatException); `java_class` names it."""
+
+    def __init__(self, message: str, java_class: str = "RuntimeException"):
+        super().__init__(message)
+        self.java_class = java_class
+
+
+class StoreFormatError(ValueError):
+    """A store file that cannot be read where the broker would also refuse it; says which file and offset."""
+
+    def __init__(self, message: str, path: str | None = None, offset: int | None = None):
+        where = f" ({path}{'' if offset is None else f' @ {offset}'})" if path else ""
+        super().__init__(message + where)
+        self.path = path
+        self.offset = offset

@@ -1,0 +1,108 @@
+"""Driver for the Java reference harness (tests/reference): build once, run a mode, cache the output.
+
+The harness runs the published Apache RocketMQ 5.3.3 jars; its JSON protocol is in tests/reference/PROTOCOL.md.
+Outputs are cached under .cache/refharness/<key>/ where key hashes the mode, the input and the harness sources,
+so a test suite re-run costs nothing and a harness change invalidates every cached answer.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+REF_DIR = ROOT / "tests" / "reference"
+CACHE_DIR = Path(os.environ.get("RMQREF_CACHE", ROOT / ".cache" / "refharness"))
+JAVA_OPTS = ["-Xmx1g", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=false", "-Duser.home=/tmp/rmqref-home"]
+
+
+class HarnessError(RuntimeError):
+    """The reference harness failed to build or to run; the message carries its output."""
+
+
+def _sources_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(REF_DIR.rglob("*")):
+        if p.is_file() and "target" not in p.relative_to(REF_DIR).parts:
+            h.update(str(p.relative_to(REF_DIR)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _lock(name: str):
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    f = open(CACHE_DIR / f".{name}.lock", "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
+def build() -> list[str]:
+    """Build the harness if its sources changed; return the java command prefix that runs rmqref.Main."""
+    digest = _sources_digest()
+    target = REF_DIR / "target"
+    stamp = target / "sources.sha256"
+    cp_file = target / "classpath.txt"
+    with _lock("build"):
+        if not (stamp.exists() and stamp.read_text() == digest and cp_file.exists()):
+            cmd = ["mvn", "-q", "-B", "-f", str(REF_DIR / "pom.xml"), "package", "-DskipTests"]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise HarnessError(f"harness build failed ({' '.join(cmd)}):\n{proc.stdout}\n{proc.stderr}")
+            stamp.write_text(digest)
+    classpath = f"{target / 'classes'}:{cp_file.read_text().strip()}"
+    return ["java", *JAVA_OPTS, "-cp", classpath, "rmqref.Main"]
+
+
+def _key(mode: str, payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(f"{mode}\n{_sources_digest()}\n{text}".encode()).hexdigest()[:32]
+
+
+def run(mode: str, payload: Any, timeout: float = 1800) -> Path:
+    """Run one harness mode on a JSON payload; return the cached output directory (input.json, output…)."""
+    key = _key(mode, payload)
+    out_dir = CACHE_DIR / mode / key
+    done = out_dir / ".done"
+    if done.exists():
+        return out_dir
+    java = build()
+    with _lock(f"run-{key}"):
+        if done.exists():
+            return out_dir
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True)
+        in_path = out_dir / "input.json"
+        in_path.write_text(json.dumps(payload, ensure_ascii=True))
+        output = out_dir / ("output.json" if mode in ("eval", "pull") else "out")
+        proc = subprocess.run([*java, mode, str(in_path), str(output)], capture_output=True, text=True,
+                              timeout=timeout)
+        (out_dir / "stderr.txt").write_text(proc.stderr)
+        if proc.returncode != 0:
+            raise HarnessError(f"harness {mode} failed (rc={proc.returncode}), see {out_dir}:\n"
+                               f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        done.write_text("ok")
+    return out_dir
+
+
+def eval_cases(cases: list[dict]) -> list[dict]:
+    """Evaluate `eval` cases (PROTOCOL.md) with the real RocketMQ classes; one result per case, in order."""
+    out = run("eval", {"cases": cases})
+    return json.loads((out / "output.json").read_text(encoding="utf-8"))["results"]
+
+
+def write_store(scenario: dict) -> Path:
+    """Write a real store directory for a scenario (PROTOCOL.md, store); return the harness output directory."""
+    return run("store", scenario) / "out"
+
+
+def pull(request: dict) -> dict:
+    """Replay the real pull over an existing store directory (PROTOCOL.md, pull)."""
+    out = run("pull", request)
+    return json.loads((out / "output.json").read_text(encoding="utf-8"))
