@@ -64,11 +64,16 @@ def _key(mode: str, payload: Any) -> str:
     return hashlib.sha256(f"{mode}\n{_sources_digest()}\n{text}".encode()).hexdigest()[:32]
 
 
-def run(mode: str, payload: Any, timeout: float = 1800) -> Path:
-    """Run one harness mode on a JSON payload; return the cached output directory (input.json, output…)."""
+def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False) -> Path:
+    """Run one harness mode on a JSON payload; return the cached output directory (input.json, output…).
+
+    fresh=True ignores and replaces any cached answer (benchmarks must measure in the same run).
+    """
     key = _key(mode, payload)
     out_dir = CACHE_DIR / mode / key
     done = out_dir / ".done"
+    if fresh and done.exists():
+        done.unlink()
     if done.exists():
         return out_dir
     java = build()
@@ -80,7 +85,7 @@ def run(mode: str, payload: Any, timeout: float = 1800) -> Path:
         out_dir.mkdir(parents=True)
         in_path = out_dir / "input.json"
         in_path.write_text(json.dumps(payload, ensure_ascii=True))
-        output = out_dir / ("output.json" if mode in ("eval", "pull") else "out")
+        output = out_dir / ("out" if mode == "store" else "output.json")
         proc = subprocess.run([*java, mode, str(in_path), str(output)], capture_output=True, text=True,
                               timeout=timeout)
         (out_dir / "stderr.txt").write_text(proc.stderr)
