@@ -40,3 +40,15 @@ class StoreFormatError(ValueError):
         super().__init__(message + where)
         self.path = path
         self.offset = offset
+
+
+class SubscriptionParseError(FilterSyntaxError):
+    """A subscription FilterAPI refuses to build (tag `subString split error`, empty SQL expression)."""
+
+
+class BrokerFilterError(FilterError):
+    """The broker's filter itself throws (not the expression), e.g. a retry message without RETRY_TOPIC."""
+
+    def __init__(self, message: str, java_class: str = "NullPointerException"):
+        super().__init__(message)
+        self.java_class = java_class
