@@ -1,0 +1,94 @@
+"""The one SparkSession builder for jobs and tests: Delta Lake wired in, local or on a cluster.
+
+Locally, the Delta jars come from the project cache that `make setup` fills with Maven (`.cache/jars`, or the
+directory in $RMQ_REPLAY_JARS_DIR) and are handed to Spark with `spark.jars`. On a cluster, `spark-submit
+--packages io.delta:delta-spark_4.2_2.13:4.4.0` (or jars already on the cluster) provides them instead, and the
+builder only adds the Delta SQL extension and catalog.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+_ROOT = Path(__file__).resolve().parent.parent
+_VERSION_SUFFIX = re.compile(r"-\d[0-9A-Za-z.\-]*$")
+
+
+class DeltaJarsMissing(RuntimeError):
+    """No Delta jars were found locally and none were configured for the session."""
+
+
+def jars_dir() -> Path:
+    """Where `make setup` puts the Delta jars (override with $RMQ_REPLAY_JARS_DIR)."""
+    return Path(os.environ.get("RMQ_REPLAY_JARS_DIR", _ROOT / ".cache" / "jars"))
+
+
+def _artifact(jar: Path) -> str:
+    return _VERSION_SUFFIX.sub("", jar.stem)
+
+
+def delta_jars(directory: Path | None = None) -> list[Path]:
+    """The cached jars Spark lacks: Delta and its own dependencies, minus artifacts pyspark already ships.
+
+    Maven resolves delta-spark's full runtime closure, which repeats libraries Spark bundles in newer versions
+    (jackson, parquet, hadoop, scala); putting the older copies first on the classpath would break Spark.
+    """
+    directory = directory or jars_dir()
+    if not directory.is_dir():
+        return []
+    import pyspark
+
+    shipped = {_artifact(j) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(j for j in directory.glob("*.jar") if _artifact(j) not in shipped)
+
+
+def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
+    from pyspark import SparkConf
+
+    submitted = SparkConf()  # carries spark-submit's --packages / --jars when running under spark-submit
+    text = " ".join(
+        v for k in ("spark.jars.packages", "spark.jars")
+        for v in (submitted.get(k, ""), builder_conf.get(k, "")) if v
+    )
+    return "delta-spark" in text
+
+
+def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None):
+    """Return a SparkSession that reads and writes Delta tables.
+
+    master: e.g. "local[*]"; None keeps what spark-submit or the environment chose (local[*] if nothing did).
+    conf: extra Spark settings, applied last.
+    """
+    from pyspark.sql import SparkSession
+
+    conf = dict(conf or {})
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    elif not _submitted():
+        builder = builder.master("local[*]")
+    if not _delta_configured(conf):
+        jars = delta_jars()
+        if not jars:
+            raise DeltaJarsMissing(
+                f"Delta Lake jars not found in {jars_dir()}: run `make setup`, or on a cluster pass "
+                f"`--packages {DELTA_PACKAGE}` to spark-submit")
+        conf.setdefault("spark.jars", ",".join(str(j) for j in jars))
+    builder = (
+        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _submitted() -> bool:
+    """True when running under spark-submit (which sets spark.master in the launched JVM's conf)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
