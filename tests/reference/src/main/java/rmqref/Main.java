@@ -6,6 +6,7 @@ package rmqref;
  *   eval  IN.json OUT.json        SQL92 / tag hash / subscription / bloom cases through the real classes
  *   store SCENARIO.json OUTDIR    a real store directory, its listing, and the real pull replay over it
  *   pull  REQUEST.json OUT.json   the real pull replay over (a copy of) an existing store directory
+ *   bench IN.json OUT.json        warm single-threaded timing of SQL92 evaluate / bloom isHit
  */
 public final class Main {
     private Main() {
@@ -13,7 +14,7 @@ public final class Main {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
-            System.err.println("usage: rmqref.Main eval|store|pull INPUT OUTPUT");
+            System.err.println("usage: rmqref.Main eval|store|pull|bench INPUT OUTPUT");
             System.exit(2);
         }
         int rc;
@@ -26,6 +27,9 @@ public final class Main {
                 break;
             case "pull":
                 rc = PullMode.run(args[1], args[2]);
+                break;
+            case "bench":
+                rc = BenchMode.run(args[1], args[2]);
                 break;
             default:
                 System.err.println("unknown mode: " + args[0]);
