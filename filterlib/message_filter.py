@@ -1,0 +1,252 @@
+"""The broker's two-layer message filter (ExpressionMessageFilter and its retry variant), with the deciding branch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from filterlib import tags as tagmod
+from filterlib.bloom import BloomFilter
+from filterlib.errors import BrokerFilterError, FilterError
+from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
+from filterlib.tags import Subscription
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_TAGS = "TAGS"
+
+CONSUME_QUEUE = "consume_queue"
+COMMIT_LOG = "commit_log"
+CLIENT = "client"
+
+DELIVERED = "DELIVERED"
+TAG_HASH_MISS = "TAG_HASH_MISS"
+TAG_CLIENT_MISMATCH = "TAG_CLIENT_MISMATCH"
+BLOOM_MISS = "BLOOM_MISS"
+SQL_FALSE = "SQL_FALSE"
+SQL_NULL = "SQL_NULL"
+SQL_ERROR = "SQL_ERROR"
+
+
+class ExtUnitLike(Protocol):
+    """Anything with a consume-queue ext unit's three fields (e.g. filterlib.store's reader objects)."""
+
+    tags_code: int
+    msg_store_time: int
+    filter_bitmap: bytes | None
+
+
+@dataclass(frozen=True)
+class ExtUnit:
+    """A ConsumeQueueExt unit: the real tagsCode, the message's store time and its bitmap (None when absent)."""
+
+    tags_code: int
+    msg_store_time: int
+    filter_bitmap: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One layer's answer: matched or not, the branch that decided, and a detail (SQL value or error)."""
+
+    matched: bool
+    layer: str
+    reason: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class FilterOutcome:
+    """A unit's end result for the audit table: outcome, deciding layer and reason, bloom false positive flag."""
+
+    outcome: str
+    layer: str
+    reason: str
+    detail: str | None
+    bloom_false_positive: bool
+    decisions: tuple[Decision, ...]
+
+    @property
+    def delivered(self) -> bool:
+        """Whether the consumer gets the message."""
+        return self.outcome == DELIVERED
+
+
+def parse_version(version: str | tuple[int, ...]) -> tuple[int, ...]:
+    """"5.1.4" → (5, 1, 4)."""
+    if isinstance(version, tuple):
+        return version
+    return tuple(int(p) for p in version.split(".")[:3])
+
+
+def parse_retry_group(retry_topic: str, version: tuple[int, ...] = (5, 3, 3)) -> str:
+    """The group of a retry topic: `KeyBuilder.parseGroup` from 5.2.0 (POP v2 `%RETRY%G+T`), else the suffix."""
+    if version >= (5, 2, 0) and retry_topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and "+" in retry_topic:
+        parts = tagmod.java_split_literal(retry_topic, "+")
+        if len(parts) == 2:
+            return parts[0][len(RETRY_GROUP_TOPIC_PREFIX):]
+    return retry_topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+
+
+def evaluate_sql(data: ConsumerFilterData, properties: Mapping[str, str] | None) -> Decision:
+    """Evaluate a filter's compiled expression as the broker does: only Boolean TRUE matches."""
+    try:
+        value: Any = data.compiled.evaluate(properties or {})
+    except FilterError as exc:
+        java_class = getattr(exc, "java_class", type(exc).__name__)
+        return Decision(False, COMMIT_LOG, "sql_error", f"{java_class}: {exc}")
+    if value is True:
+        return Decision(True, COMMIT_LOG, "sql_true", "TRUE")
+    if value is False:
+        return Decision(False, COMMIT_LOG, "sql_false", "FALSE")
+    if value is None:
+        return Decision(False, COMMIT_LOG, "sql_null", "NULL")
+    return Decision(False, COMMIT_LOG, "sql_non_boolean", f"NON_BOOLEAN:{type(value).__name__}")
+
+
+class ExpressionMessageFilter:
+    """`ExpressionMessageFilter`: tag hashes or Bloom bitmap at the consume queue, SQL92 at the commit log."""
+
+    def __init__(self, subscription: Subscription | None, filter_data: ConsumerFilterData | None,
+                 bloom_filter: BloomFilter | None):
+        self.subscription = subscription
+        self.filter_data = filter_data
+        self.bloom_filter = bloom_filter
+        self.bloom_data_valid = (filter_data is not None and bloom_filter is not None
+                                 and bloom_filter.is_valid(filter_data.bloom_filter_data))
+
+    def check_consume_queue(self, tags_code: int | None, ext_unit: ExtUnitLike | None) -> Decision:
+        """`isMatchedByConsumeQueue(tagsCode, cqExtUnit)` with the deciding branch."""
+        sub = self.subscription
+        if sub is None:
+            return Decision(True, CONSUME_QUEUE, "no_subscription")
+        if sub.class_filter_mode:
+            return Decision(True, CONSUME_QUEUE, "class_filter")
+        if sub.is_tag_type:
+            matched, reason = tagmod.check_consume_queue(sub, tags_code)
+            return Decision(matched, CONSUME_QUEUE, reason)
+        data = self.filter_data
+        if data is None or data.expression is None or data.compiled is None:
+            return Decision(True, CONSUME_QUEUE, "no_filter_data")
+        if data.bloom_filter_data is None:
+            return Decision(True, CONSUME_QUEUE, "no_bloom_data")
+        if ext_unit is None:
+            return Decision(True, CONSUME_QUEUE, "ext_null")
+        if not data.is_msg_in_live(ext_unit.msg_store_time):
+            return Decision(True, CONSUME_QUEUE, "not_in_live")
+        bitmap = ext_unit.filter_bitmap
+        if bitmap is None:
+            return Decision(True, CONSUME_QUEUE, "bitmap_null")
+        if not self.bloom_data_valid:
+            return Decision(True, CONSUME_QUEUE, "bloom_data_invalid")
+        if len(bitmap) * 8 != data.bloom_filter_data.bit_num:
+            return Decision(True, CONSUME_QUEUE, "bitmap_length_mismatch")
+        try:
+            hit = self.bloom_filter.is_hit(data.bloom_filter_data, bitmap)
+        except (ValueError, IndexError) as exc:
+            return Decision(True, CONSUME_QUEUE, "bloom_error", str(exc))
+        return Decision(hit, CONSUME_QUEUE, "bloom_hit" if hit else "bloom_miss")
+
+    def is_matched_by_consume_queue(self, tags_code: int | None, ext_unit: ExtUnitLike | None) -> bool:
+        """The broker's consume-queue layer answer."""
+        return self.check_consume_queue(tags_code, ext_unit).matched
+
+    def _commit_log_prelude(self) -> Decision | None:
+        """The checks both filters make first: no subscription, class filter, TAG type."""
+        sub = self.subscription
+        if sub is None:
+            return Decision(True, COMMIT_LOG, "no_subscription")
+        if sub.class_filter_mode:
+            return Decision(True, COMMIT_LOG, "class_filter")
+        if sub.is_tag_type:
+            return Decision(True, COMMIT_LOG, "tag_type")
+        return None
+
+    def check_commit_log(self, properties: Mapping[str, str] | None) -> Decision:
+        """`isMatchedByCommitLog(properties)` with the deciding branch (the SQL value or error as detail)."""
+        early = self._commit_log_prelude()
+        if early is not None:
+            return early
+        data = self.filter_data
+        if data is None or data.expression is None or data.compiled is None:
+            return Decision(True, COMMIT_LOG, "no_filter_data")
+        return evaluate_sql(data, properties)
+
+    def is_matched_by_commit_log(self, properties: Mapping[str, str] | None) -> bool:
+        """The broker's commit-log layer answer."""
+        return self.check_commit_log(properties).matched
+
+
+class ExpressionForRetryMessageFilter(ExpressionMessageFilter):
+    """`ExpressionForRetryMessageFilter` (filterSupportRetry): retry topics use the original topic's filter."""
+
+    def __init__(self, subscription: Subscription | None, filter_data: ConsumerFilterData | None,
+                 manager: ConsumerFilterManager, version: str | tuple[int, ...] = "5.3.3"):
+        super().__init__(subscription, filter_data, manager.bloom_filter)
+        self.manager = manager
+        self.version = parse_version(version)
+
+    def check_commit_log(self, properties: Mapping[str, str] | None) -> Decision:
+        """Retry-aware commit-log check; before 5.1.4 a TAG subscription on a retry topic is SQL-filtered too."""
+        sub = self.subscription
+        if sub is None or sub.class_filter_mode:
+            return self._commit_log_prelude()
+        if sub.topic is None:
+            raise ValueError("the retry filter needs the subscription's topic")
+        is_retry = sub.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        if self.version >= (5, 1, 4):
+            if sub.is_tag_type:
+                return Decision(True, COMMIT_LOG, "tag_type")
+        elif not is_retry and sub.is_tag_type:
+            return Decision(True, COMMIT_LOG, "tag_type")
+        data = self.filter_data
+        if is_retry:
+            if properties is None:
+                raise BrokerFilterError("retry message without properties")
+            real_topic = properties.get(PROPERTY_RETRY_TOPIC)
+            if real_topic is None:
+                raise BrokerFilterError("retry message without RETRY_TOPIC: ConcurrentHashMap.containsKey(null)")
+            data = self.manager.get(real_topic, parse_retry_group(sub.topic, self.version))
+        if data is None or data.expression is None or data.compiled is None:
+            return Decision(True, COMMIT_LOG, "no_filter_data")
+        return evaluate_sql(data, properties)
+
+
+def make_filter(subscription: Subscription | None, filter_data: ConsumerFilterData | None,
+                manager: ConsumerFilterManager, filter_support_retry: bool = False,
+                version: str | tuple[int, ...] = "5.3.3") -> ExpressionMessageFilter:
+    """The filter PullMessageProcessor builds: the retry variant when `filterSupportRetry` is on."""
+    if filter_support_retry:
+        return ExpressionForRetryMessageFilter(subscription, filter_data, manager, version)
+    return ExpressionMessageFilter(subscription, filter_data, manager.bloom_filter)
+
+
+def check_client(subscription: Subscription, message_tags: str | None) -> Decision:
+    """The client's re-check of a returned message (exact TAGS membership when the tag set is non-empty)."""
+    matched, reason = tagmod.check_client(subscription, message_tags)
+    return Decision(matched, CLIENT, reason)
+
+
+_COMMIT_LOG_OUTCOMES = {"sql_false": SQL_FALSE, "sql_null": SQL_NULL, "sql_non_boolean": SQL_NULL,
+                        "sql_error": SQL_ERROR}
+
+
+def decide(message_filter: ExpressionMessageFilter, tags_code: int | None, ext_unit: ExtUnitLike | None,
+           properties: Mapping[str, str] | None) -> FilterOutcome:
+    """Run both broker layers and the client re-check on one unit; the first layer that drops it decides."""
+    cq = message_filter.check_consume_queue(tags_code, ext_unit)
+    if not cq.matched:
+        outcome = BLOOM_MISS if cq.reason == "bloom_miss" else TAG_HASH_MISS
+        return FilterOutcome(outcome, cq.layer, cq.reason, cq.detail, False, (cq,))
+    cl = message_filter.check_commit_log(properties)
+    if not cl.matched:
+        return FilterOutcome(_COMMIT_LOG_OUTCOMES.get(cl.reason, SQL_FALSE), cl.layer, cl.reason, cl.detail,
+                             cq.reason == "bloom_hit", (cq, cl))
+    sub = message_filter.subscription
+    if sub is None:
+        return FilterOutcome(DELIVERED, cl.layer, cl.reason, cl.detail, False, (cq, cl))
+    client = check_client(sub, None if properties is None else properties.get(PROPERTY_TAGS))
+    if not client.matched:
+        return FilterOutcome(TAG_CLIENT_MISMATCH, client.layer, client.reason, None, False, (cq, cl, client))
+    return FilterOutcome(DELIVERED, client.layer, client.reason, None, False, (cq, cl, client))

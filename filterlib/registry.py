@@ -1,0 +1,397 @@
+"""The broker's ConsumerFilterManager: SQL92 registrations, their life cycle and config/consumerFilter.json."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filterlib.bloom import BloomFilter, BloomFilterData
+from filterlib.errors import FilterError
+from filterlib.tags import is_tag_type
+
+SQL92_TYPE = "SQL92"
+MS_24_HOUR = 24 * 3600 * 1000
+LOAD_DEAD_BACKDATE_MS = 30 * 1000
+
+Compiler = Callable[[str | None, str | None], Any]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, as `System.currentTimeMillis()`."""
+    return time.time_ns() // 1_000_000
+
+
+def bloom_key(group: str, topic: str) -> str:
+    """The string the broker hashes for a registration: `group + "#" + topic`."""
+    return f"{group}#{topic}"
+
+
+def compile_filter(expression_type: str | None, expression: str | None) -> Any:
+    """`FilterFactory.INSTANCE.get(type).compile(expr)`: only the exact type "SQL92" has a compiler."""
+    if expression_type != SQL92_TYPE:
+        raise FilterError(f"no filter SPI registered for type {expression_type!r}")
+    if expression is None:
+        raise FilterError("expression is null")
+    from filterlib import sql92
+
+    return sql92.compile(expression)
+
+
+@dataclass
+class ConsumerFilterData:
+    """One (group, topic) registration as the broker keeps it, plus the compile result for auditing."""
+
+    consumer_group: str | None
+    topic: str | None
+    expression: str | None
+    expression_type: str | None
+    born_time: int = 0
+    dead_time: int = 0
+    bloom_filter_data: BloomFilterData | None = None
+    client_version: int = 0
+    compiled: Any = field(default=None, repr=False, compare=False)
+    compile_error: BaseException | None = field(default=None, compare=False)
+
+    def is_dead(self) -> bool:
+        """`isDead`: deadTime >= bornTime (so bornTime 0 with deadTime 0 is dead)."""
+        return self.dead_time >= self.born_time
+
+    def how_long_after_death(self, now: int) -> int:
+        """Milliseconds since death, or -1 when alive."""
+        return now - self.dead_time if self.is_dead() else -1
+
+    def is_msg_in_live(self, msg_store_time: int) -> bool:
+        """Whether the bitmap of a message stored at this time covers this filter (store time > bornTime)."""
+        return msg_store_time > self.born_time
+
+    def to_json(self) -> dict[str, Any]:
+        """The fastjson bean: fields in name order, the derived `dead`, null fields omitted."""
+        return {
+            "bloomFilterData": None if self.bloom_filter_data is None else self.bloom_filter_data.to_json(),
+            "bornTime": self.born_time,
+            "clientVersion": self.client_version,
+            "consumerGroup": self.consumer_group,
+            "dead": self.is_dead(),
+            "deadTime": self.dead_time,
+            "expression": self.expression,
+            "expressionType": self.expression_type,
+            "topic": self.topic,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ConsumerFilterData:
+        """Read a bean as fastjson does: unknown keys (such as `dead`) ignored, missing ones at Java defaults."""
+        return cls(
+            consumer_group=obj.get("consumerGroup"),
+            topic=obj.get("topic"),
+            expression=obj.get("expression"),
+            expression_type=obj.get("expressionType"),
+            born_time=int(obj.get("bornTime") or 0),
+            dead_time=int(obj.get("deadTime") or 0),
+            bloom_filter_data=BloomFilterData.from_json(obj.get("bloomFilterData")),
+            client_version=int(obj.get("clientVersion") or 0),
+        )
+
+
+@dataclass
+class TopicFilters:
+    """`FilterDataMapByTopic`: the registrations of one topic by group."""
+
+    topic: str | None
+    groups: dict[str, ConsumerFilterData] = field(default_factory=dict)
+
+
+class ConsumerFilterManager:
+    """The broker's registry of SQL92 filters keyed by topic then group, with the Bloom filter it sizes."""
+
+    def __init__(self, max_error_rate: int = 20, expect_consumer_num: int = 32,
+                 clean_time_span: int = MS_24_HOUR, clock: Callable[[], int] = now_ms,
+                 compiler: Compiler = compile_filter):
+        self.bloom_filter = BloomFilter.create_by_fn(max_error_rate, expect_consumer_num)
+        self.clean_time_span = clean_time_span
+        self.clock = clock
+        self.compiler = compiler
+        self.filter_data_by_topic: dict[str, TopicFilters] = {}
+        self.compile_failures: dict[tuple[str, str], ConsumerFilterData] = {}
+
+    def _now(self, now: int | None) -> int:
+        """The given time, else the clock."""
+        return self.clock() if now is None else now
+
+    def build(self, topic: str | None, group: str, expression: str | None, expression_type: str | None,
+              client_version: int, now: int | None = None) -> ConsumerFilterData | None:
+        """`ConsumerFilterManager.build`: None for TAG types; else a fresh record, compiled or with its error."""
+        if is_tag_type(expression_type):
+            return None
+        data = ConsumerFilterData(group, topic, expression, expression_type, born_time=self._now(now),
+                                  dead_time=0, client_version=client_version)
+        try:
+            data.compiled = self.compiler(expression_type, expression)
+        except Exception as exc:  # the broker catches Throwable and logs it
+            data.compile_error = exc
+        return data
+
+    def register(self, topic: str, group: str, expression: str | None, expression_type: str | None,
+                 client_version: int, now: int | None = None) -> bool:
+        """`register(topic, group, expr, type, version)`: the broker's version and change rules; True if taken."""
+        if is_tag_type(expression_type) or not expression:
+            return False
+        now = self._now(now)
+        topic_filters = self.filter_data_by_topic.setdefault(topic, TopicFilters(topic))
+        bloom_data = self.bloom_filter.generate(bloom_key(group, topic))
+        old = topic_filters.groups.get(group)
+        if old is None:
+            return self._put_new(topic_filters, group, expression, expression_type, bloom_data, client_version, now)
+        if client_version <= old.client_version:
+            if client_version == old.client_version and old.is_dead():
+                old.dead_time = 0
+                return True
+            return False
+        changed = (old.expression != expression or old.expression_type != expression_type
+                   or old.bloom_filter_data != bloom_data)
+        if changed:
+            if not self._put_new(topic_filters, group, expression, expression_type, bloom_data, client_version, now):
+                topic_filters.groups.pop(group, None)
+                return False
+            return True
+        old.client_version = client_version
+        if old.is_dead():
+            old.dead_time = 0
+        return True
+
+    def _put_new(self, topic_filters: TopicFilters, group: str, expression: str, expression_type: str,
+                 bloom_data: BloomFilterData, client_version: int, now: int) -> bool:
+        """Build and store a record; a compile failure is kept aside in `compile_failures`, not registered."""
+        data = self.build(topic_filters.topic, group, expression, expression_type, client_version, now)
+        key = (topic_filters.topic, group)
+        if data is None or data.compiled is None:
+            if data is not None:
+                data.bloom_filter_data = bloom_data
+                self.compile_failures[key] = data
+            return False
+        data.bloom_filter_data = bloom_data
+        topic_filters.groups[group] = data
+        self.compile_failures.pop(key, None)
+        return True
+
+    def register_group(self, group: str, subscriptions: Iterable[tuple[str, str | None, str | None, int]],
+                       now: int | None = None) -> None:
+        """Heartbeat `register(group, subList)` of (topic, expression, type, subVersion); other topics die."""
+        now = self._now(now)
+        subscriptions = list(subscriptions)
+        for topic, expression, expression_type, version in subscriptions:
+            self.register(topic, group, expression, expression_type, version, now)
+        topics = {s[0] for s in subscriptions}
+        for data in self.get_by_group(group):
+            if data.topic not in topics and not data.is_dead():
+                data.dead_time = now
+
+    def unregister(self, group: str, now: int | None = None) -> None:
+        """`unRegister(group)`: every live record of the group dies now."""
+        now = self._now(now)
+        for topic_filters in self.filter_data_by_topic.values():
+            data = topic_filters.groups.get(group)
+            if data is not None and not data.is_dead():
+                data.dead_time = now
+
+    def get(self, topic: str | None, group: str) -> ConsumerFilterData | None:
+        """`get(topic, group)`, dead or alive."""
+        topic_filters = self.filter_data_by_topic.get(topic)
+        return None if topic_filters is None else topic_filters.groups.get(group)
+
+    def get_topic(self, topic: str | None) -> list[ConsumerFilterData] | None:
+        """`get(topic)`: the topic's records (dead ones included), None when there are none."""
+        topic_filters = self.filter_data_by_topic.get(topic)
+        if topic_filters is None or not topic_filters.groups:
+            return None
+        return list(topic_filters.groups.values())
+
+    def get_by_group(self, group: str) -> list[ConsumerFilterData]:
+        """Every record whose own consumerGroup is the group."""
+        return [d for tf in self.filter_data_by_topic.values() for d in tf.groups.values()
+                if d.consumer_group == group]
+
+    def records(self) -> list[ConsumerFilterData]:
+        """All registered records."""
+        return [d for tf in self.filter_data_by_topic.values() for d in tf.groups.values()]
+
+    def clean(self, now: int | None = None) -> None:
+        """`clean()`: drop records dead for at least the clean time span, then topics left empty."""
+        now = self._now(now)
+        for topic in list(self.filter_data_by_topic):
+            groups = self.filter_data_by_topic[topic].groups
+            for group in list(groups):
+                if groups[group].how_long_after_death(now) >= self.clean_time_span:
+                    del groups[group]
+            if not groups:
+                del self.filter_data_by_topic[topic]
+
+    def calc_bitmap(self, topic: str, properties: Mapping[str, str] | None) -> bytes | None:
+        """CommitLogDispatcherCalcBitMap for one record: None without filters, else the OR of matching keys."""
+        records = self.get_topic(topic)
+        if not records:
+            return None
+        bits = self.bloom_filter.new_bits()
+        for data in records:
+            if data.compiled is None or data.bloom_filter_data is None:
+                continue
+            try:
+                matched = data.compiled.evaluate(properties or {}) is True
+            except FilterError:
+                matched = False
+            if matched:
+                try:
+                    self.bloom_filter.hash_to(data.bloom_filter_data, bits)
+                except (ValueError, IndexError):
+                    return None
+        return bytes(bits)
+
+    def to_json(self) -> dict[str, Any]:
+        """The fastjson bean of the manager (only `filterDataByTopic` is written)."""
+        return {"filterDataByTopic": {
+            topic: {"groupFilterData": {g: d.to_json() for g, d in tf.groups.items()}, "topic": tf.topic}
+            for topic, tf in self.filter_data_by_topic.items()}}
+
+    def encode(self, pretty: bool = True, now: int | None = None) -> str:
+        """`encode(pretty)`: clean first, as the broker does on every persist, then fastjson text."""
+        self.clean(now)
+        return fastjson_dumps(self.to_json(), pretty)
+
+    def decode(self, text: str, now: int | None = None) -> bool:
+        """`decode`: recompile, mark live records dead (now − 30 s, not before bornTime); False if bloom changed.
+
+        When any record's bloom data is not valid for this manager's filter (another f, n), nothing is taken and
+        the current registrations stay, as the broker does (it only logs).
+        """
+        root = fastjson_loads(text)
+        by_topic = None if root is None else root.get("filterDataByTopic")
+        if by_topic is None:
+            return True
+        now = self._now(now)
+        loaded: dict[str, TopicFilters] = {}
+        for topic, obj in by_topic.items():
+            if obj is None:
+                continue
+            groups_obj = obj.get("groupFilterData", {})
+            if groups_obj is None:
+                raise ValueError(f"groupFilterData of topic {topic!r} is null")
+            topic_filters = TopicFilters(obj.get("topic"))
+            for group, data_obj in groups_obj.items():
+                if data_obj is None:
+                    continue
+                data = ConsumerFilterData.from_json(data_obj)
+                try:
+                    data.compiled = self.compiler(data.expression_type, data.expression)
+                except Exception as exc:  # logged and kept without a compiled expression
+                    data.compile_error = exc
+                if not self.bloom_filter.is_valid(data.bloom_filter_data):
+                    return False
+                if data.dead_time == 0:
+                    dead_time = now - LOAD_DEAD_BACKDATE_MS
+                    data.dead_time = data.born_time if dead_time <= data.born_time else dead_time
+                topic_filters.groups[group] = data
+            loaded[topic] = topic_filters
+        self.filter_data_by_topic = loaded
+        return True
+
+    def load(self, path: str | Path, now: int | None = None) -> bool:
+        """`ConfigManager.load`: the file, or its `.bak` when the file is missing, empty or unreadable."""
+        path = Path(path)
+        try:
+            text = _read_text(path)
+            if text:
+                self.decode(text, now)
+                return True
+        except (OSError, ValueError):
+            pass
+        try:
+            text = _read_text(Path(str(path) + ".bak"))
+            if text:
+                self.decode(text, now)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def persist(self, path: str | Path, now: int | None = None) -> None:
+        """`persist()`: clean, then write the pretty fastjson text (the old file moved to `.bak`)."""
+        path = Path(path)
+        data = java_utf8_bytes(self.encode(True, now))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            path.replace(Path(str(path) + ".bak"))
+        path.write_bytes(data)
+
+
+def _read_text(path: Path) -> str | None:
+    """`MixAll.file2String`: the UTF-8 text, or None when the file does not exist."""
+    if not path.exists():
+        return None
+    return path.read_bytes().decode("utf-8", "replace")
+
+
+_KEY_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+)(?=\s*:)', re.S)
+_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\x7f-\x9f\u2028\u2029]')
+
+
+def fastjson_loads(text: str) -> Any:
+    """Parse fastjson output: standard JSON plus bare integer object keys (`{0:12,1:40}`)."""
+    quoted = _KEY_OR_STRING.sub(lambda m: f'"{m.group(1)}"' if m.group(1) is not None else m.group(0), text)
+    return json.loads(quoted)
+
+
+def _escape_char(match: re.Match) -> str:
+    """fastjson's escape of one character: short forms for \\b \\t \\n \\f \\r \\" \\\\, else \\uXXXX."""
+    c = match.group(0)
+    return _ESCAPES.get(c) or f"\\u{ord(c):04X}"
+
+
+def _dump_string(value: str) -> str:
+    """A JSON string as fastjson writes it (non-ASCII raw; C0/C1 controls, DEL, U+2028/9 escaped)."""
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, value) + '"'
+
+
+def _dump_key(key: Any) -> str:
+    """Map keys: strings quoted, integers bare (fastjson MapSerializer without WriteNonStringKeyAsString)."""
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise TypeError(f"unsupported key {key!r}")
+    return _dump_string(key) if isinstance(key, str) else str(key)
+
+
+def _dump(value: Any, indent: int, pretty: bool) -> str:
+    """One value as fastjson writes it: null map values omitted, arrays inline, tabs when pretty."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _dump_string(value)
+    if isinstance(value, Mapping):
+        items = [(k, v) for k, v in value.items() if v is not None]
+        if not items:
+            return "{}"
+        if not pretty:
+            return "{" + ",".join(f"{_dump_key(k)}:{_dump(v, 0, False)}" for k, v in items) + "}"
+        pad = "\t" * (indent + 1)
+        body = ",\n".join(f"{pad}{_dump_key(k)}:{_dump(v, indent + 1, True)}" for k, v in items)
+        return "{\n" + body + "\n" + "\t" * indent + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_dump(v, indent, pretty) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} as fastjson")
+
+
+def fastjson_dumps(value: Any, pretty: bool = True) -> str:
+    """`JSON.toJSONString(obj, pretty)` for the plain maps, lists and scalars of the config files."""
+    return _dump(value, 0, pretty)
+
+
+def java_utf8_bytes(text: str) -> bytes:
+    """Java `getBytes(UTF_8)` of a string: pairs joined, an unpaired surrogate written as `?`."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass").encode("utf-8", "replace")
