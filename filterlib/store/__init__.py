@@ -1,0 +1,1 @@
+"""Read and write RocketMQ store files (CommitLog, ConsumeQueue, ConsumeQueueExt, configs) byte-exact."""

@@ -1,0 +1,716 @@
+"""numba kernels for CommitLog scanning: record validation, record hop, split sync, and field gathers.
+
+Every function works on a uint8 buffer holding file bytes [buf_off, buf_off + len(buf)); positions passed in and
+out are buffer-relative. `at_eof` says whether the buffer ends at the end of the file: when it does not and a
+record reaches past the buffer, the kernels answer NEED_MORE and the caller re-reads from that record.
+"""
+
+from __future__ import annotations
+
+import os
+
+if "NUMBA_CACHE_DIR" not in os.environ:
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(os.path.expanduser("~"), ".cache", "filterlib-numba")
+
+import numpy as np  # noqa: E402
+from numba import njit  # noqa: E402
+
+MAGIC_V1 = -626843481
+MAGIC_V2 = -626843477
+BLANK = -875286124
+
+ST_OK = 0
+ST_TRUNCATED_HEADER = 1
+ST_SIZE_EXCEEDS_FILE = 2
+ST_BAD_MAGIC = 3
+ST_CRC_MISMATCH = 4
+ST_LENGTH_MISMATCH = 5
+ST_FIELD_OUT_OF_BOUNDS = 6
+ST_NEGATIVE_TOPIC_LENGTH = 7
+ST_BAD_DELAY_LEVEL = 8
+ST_BLANK = 100
+ST_NEED_MORE = 101
+ST_RANGE_END = 102
+ST_BATCH_FULL = 103
+ST_EOF = 104
+ST_NOT_FOUND = 105
+
+SCHEDULE_TOPIC = np.frombuffer(b"SCHEDULE_TOPIC_XXXX", dtype=np.uint8).copy()
+HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
+HEXL = np.frombuffer(b"0123456789abcdef", dtype=np.uint8).copy()
+
+
+def make_crc_table() -> np.ndarray:
+    """Slicing-by-8 tables for the reflected CRC-32 (IEEE) polynomial."""
+    t = np.zeros((8, 256), dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[0, i] = c
+    for i in range(256):
+        c = int(t[0, i])
+        for k in range(1, 8):
+            c = int(t[0, c & 0xFF]) ^ (c >> 8)
+            t[k, i] = c
+    return t
+
+
+CRC_TABLE = make_crc_table()
+
+
+@njit(cache=True, inline="always")
+def be16(b, p):
+    v = (np.int64(b[p]) << 8) | np.int64(b[p + 1])
+    return v - 65536 if v >= 32768 else v
+
+
+@njit(cache=True, inline="always")
+def be32(b, p):
+    v = (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
+    return v - 4294967296 if v >= 2147483648 else v
+
+
+@njit(cache=True, inline="always")
+def be64(b, p):
+    hi = be32(b, p)
+    lo = be32(b, p + 4)
+    if lo < 0:
+        lo += 4294967296
+    return (hi << 32) | lo
+
+
+@njit(cache=True)
+def crc32(b, p, n, tab):
+    """CRC-32 of b[p:p+n] with the top bit cleared (UtilAll.crc32)."""
+    c = np.uint32(0xFFFFFFFF)
+    i = p
+    end = p + n
+    while i + 8 <= end:
+        c ^= (np.uint32(b[i]) | (np.uint32(b[i + 1]) << 8) | (np.uint32(b[i + 2]) << 16)
+              | (np.uint32(b[i + 3]) << 24))
+        c = (tab[7, c & 0xFF] ^ tab[6, (c >> 8) & 0xFF] ^ tab[5, (c >> 16) & 0xFF] ^ tab[4, c >> 24]
+             ^ tab[3, b[i + 4]] ^ tab[2, b[i + 5]] ^ tab[1, b[i + 6]] ^ tab[0, b[i + 7]])
+        i += 8
+    while i < end:
+        c = tab[0, (c ^ b[i]) & 0xFF] ^ (c >> 8)
+        i += 1
+    return np.int64(c ^ np.uint32(0xFFFFFFFF)) & 0x7FFFFFFF
+
+
+@njit(cache=True)
+def check_record(b, p, at_eof, file_rem, check_crc, tab):
+    """Validate the record at p like checkMessageAndReturnSize.
+
+    Returns (status, total, sysflag, body_off, body_len, topic_off, topic_len, props_off, props_len);
+    status ST_OK, ST_BLANK, ST_NEED_MORE or a failure reason. file_rem = file bytes from p to the file's end.
+    """
+    n = len(b)
+    if file_rem <= 4:
+        return ST_TRUNCATED_HEADER, -1, 0, 0, 0, 0, 0, 0, 0
+    if p + 4 > n:
+        return ST_NEED_MORE, 8, 0, 0, 0, 0, 0, 0, 0
+    total = be32(b, p)
+    t4 = total - 4
+    if t4 < -2147483648:
+        t4 += 4294967296
+    if file_rem - 4 < t4:
+        return ST_SIZE_EXCEEDS_FILE, -1, 0, 0, 0, 0, 0, 0, 0
+    if file_rem < 8:
+        return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
+    if p + 8 > n:
+        return ST_NEED_MORE, 8, 0, 0, 0, 0, 0, 0, 0
+    magic = be32(b, p + 4)
+    if magic == BLANK:
+        return ST_BLANK, 0, 0, 0, 0, 0, 0, 0, 0
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return ST_BAD_MAGIC, -1, 0, 0, 0, 0, 0, 0, 0
+    if total < 0:
+        return ST_LENGTH_MISMATCH, -1, 0, 0, 0, 0, 0, 0, 0
+    # Everything below reads inside [p, p + limit): the file's end, or the buffer's (then NEED_MORE).
+    limit = file_rem
+    need_more = False
+    if p + limit > n:
+        limit = n - p
+        need_more = not at_eof
+    if 52 > limit:
+        return (ST_NEED_MORE, max(total, 128), 0, 0, 0, 0, 0, 0, 0) if need_more else (
+            ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0)
+    sysflag = be32(b, p + 36)
+    q = 48 + (20 if sysflag & 0x10 else 8) + 8
+    q += (20 if sysflag & 0x20 else 8) + 12
+    if q + 4 > limit:
+        return (ST_NEED_MORE, max(total, 128), 0, 0, 0, 0, 0, 0, 0) if need_more else (
+            ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0)
+    body_len = be32(b, p + q)
+    q += 4
+    body_off = q
+    if body_len > 0:
+        if body_len > total or q + body_len > limit:
+            if body_len <= total and need_more:
+                return ST_NEED_MORE, total, 0, 0, 0, 0, 0, 0, 0
+            return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
+        if check_crc:
+            if crc32(b, p + q, body_len, tab) != be32(b, p + 8):
+                return ST_CRC_MISMATCH, -1, 0, 0, 0, 0, 0, 0, 0
+        q += body_len
+    v2 = magic == MAGIC_V2
+    tl_size = 2 if v2 else 1
+    if q + tl_size > limit:
+        return (ST_NEED_MORE, total, 0, 0, 0, 0, 0, 0, 0) if need_more else (
+            ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0)
+    if v2:
+        topic_len = be16(b, p + q)
+    else:
+        topic_len = np.int64(b[p + q])
+        if topic_len >= 128:
+            topic_len -= 256
+    q += tl_size
+    if topic_len < 0:
+        return ST_NEGATIVE_TOPIC_LENGTH, -1, 0, 0, 0, 0, 0, 0, 0
+    topic_off = q
+    if topic_len > total or q + topic_len + 2 > limit:
+        if topic_len <= total and need_more:
+            return ST_NEED_MORE, total, 0, 0, 0, 0, 0, 0, 0
+        if topic_len > total or q + topic_len > limit:
+            return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
+        return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
+    q += topic_len
+    props_len = be16(b, p + q)
+    q += 2
+    props_off = q
+    if props_len > 0:
+        if props_len > total or q + props_len > limit:
+            if props_len <= total and need_more:
+                return ST_NEED_MORE, total, 0, 0, 0, 0, 0, 0, 0
+            return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
+    born = 20 if sysflag & 0x10 else 8
+    store = 20 if sysflag & 0x20 else 8
+    calc = 74 + born + store + max(body_len, 0) + tl_size + topic_len + max(props_len, 0)
+    if calc != total:
+        return ST_LENGTH_MISMATCH, -1, 0, 0, 0, 0, 0, 0, 0
+    return ST_OK, total, sysflag, body_off, max(body_len, 0), topic_off, topic_len, props_off, max(props_len, 0)
+
+
+@njit(cache=True)
+def is_schedule_topic(b, p, n):
+    if n != 19:
+        return False
+    for i in range(19):
+        if b[p + i] != SCHEDULE_TOPIC[i]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def parse_java_int(b, p, n):
+    """Integer.parseInt over ASCII bytes: (status, value); status 0 ok, 1 invalid, 2 non-ASCII (decide in Python)."""
+    for i in range(n):
+        if b[p + i] >= 128:
+            return 2, 0
+    if n == 0:
+        return 1, 0
+    i = 0
+    neg = False
+    if b[p] == 43 or b[p] == 45:
+        neg = b[p] == 45
+        i = 1
+        if n == 1:
+            return 1, 0
+    v = np.int64(0)
+    while i < n:
+        c = b[p + i]
+        if c < 48 or c > 57:
+            return 1, 0
+        v = v * 10 + (c - 48)
+        if v > 2147483648:
+            return 1, 0
+        i += 1
+    if neg:
+        v = -v
+    if v > 2147483647:
+        return 1, 0
+    return 0, v
+
+
+@njit(cache=True)
+def find_delay(b, p, n):
+    """Position and length of the last DELAY value in a properties region (the 5.x parse rules), or (-1, 0)."""
+    vs = np.int64(-1)
+    vl = np.int64(0)
+    i = p
+    lim = p + n
+    while i < lim:
+        e = i
+        while e < lim and b[e] != 2:
+            e += 1
+        if e - i >= 7 and b[i] == 68 and b[i + 1] == 69 and b[i + 2] == 76 and b[i + 3] == 65 \
+                and b[i + 4] == 89 and b[i + 5] == 1:
+            vs = i + 6
+            vl = e - vs
+        i = e + 1
+    return vs, vl
+
+
+@njit(cache=True)
+def utf8_valid(b, p, n):
+    """Strict UTF-8 validity (what Java decodes without replacement characters)."""
+    i = p
+    end = p + n
+    while i < end:
+        c = b[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2:
+            return False
+        if c < 0xE0:
+            if i + 1 >= end or (b[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+            continue
+        if c < 0xF0:
+            if i + 2 >= end or (b[i + 1] & 0xC0) != 0x80 or (b[i + 2] & 0xC0) != 0x80:
+                return False
+            if c == 0xE0 and b[i + 1] < 0xA0:
+                return False
+            if c == 0xED and b[i + 1] >= 0xA0:
+                return False
+            i += 3
+            continue
+        if c < 0xF5:
+            if i + 3 >= end or (b[i + 1] & 0xC0) != 0x80 or (b[i + 2] & 0xC0) != 0x80 \
+                    or (b[i + 3] & 0xC0) != 0x80:
+                return False
+            if c == 0xF0 and b[i + 1] < 0x90:
+                return False
+            if c == 0xF4 and b[i + 1] >= 0x90:
+                return False
+            i += 4
+            continue
+        return False
+    return True
+
+
+@njit(cache=True)
+def all_ascii(b, p, n):
+    for i in range(p, p + n):
+        if b[i] >= 0x80:
+            return False
+    return True
+
+
+@njit(cache=True)
+def java_hash_utf8(b, p, n):
+    """String.hashCode of valid UTF-8 bytes, over UTF-16 code units, sign-extended to int64."""
+    h = np.int64(0)
+    i = p
+    end = p + n
+    while i < end:
+        c = np.int64(b[i])
+        if c < 0x80:
+            i += 1
+        elif c < 0xE0:
+            c = ((c & 0x1F) << 6) | (b[i + 1] & 0x3F)
+            i += 2
+        elif c < 0xF0:
+            c = ((c & 0x0F) << 12) | ((b[i + 1] & 0x3F) << 6) | (b[i + 2] & 0x3F)
+            i += 3
+        else:
+            c = ((c & 0x07) << 18) | ((b[i + 1] & 0x3F) << 12) | ((b[i + 2] & 0x3F) << 6) | (b[i + 3] & 0x3F)
+            i += 4
+            c -= 0x10000
+            h = (31 * h + (0xD800 | (c >> 10))) & 0xFFFFFFFF
+            c = 0xDC00 | (c & 0x3FF)
+        h = (31 * h + c) & 0xFFFFFFFF
+    return h - 4294967296 if h >= 2147483648 else h
+
+
+@njit(cache=True)
+def write_int(out, q, v):
+    if v < 0:
+        out[q] = 45
+        q += 1
+        v = -v
+    if v == 0:
+        out[q] = 48
+        return q + 1
+    digits = 0
+    t = v
+    while t > 0:
+        digits += 1
+        t //= 10
+    for k in range(digits - 1, -1, -1):
+        out[q + k] = 48 + v % 10
+        v //= 10
+    return q + digits
+
+
+@njit(cache=True)
+def write_host(b, p, v6, out, q):
+    """Append 'a.b.c.d:port' or '[x:x:x:x:x:x:x:x]:port' (Java getHostAddress, IPv4-mapped shown as IPv4)."""
+    if v6:
+        mapped = True
+        for k in range(10):
+            if b[p + k] != 0:
+                mapped = False
+        if b[p + 10] != 0xFF or b[p + 11] != 0xFF:
+            mapped = False
+        if mapped:
+            for k in range(4):
+                if k:
+                    out[q] = 46
+                    q += 1
+                q = write_int(out, q, np.int64(b[p + 12 + k]))
+        else:
+            out[q] = 91
+            q += 1
+            for g in range(8):
+                if g:
+                    out[q] = 58
+                    q += 1
+                v = (np.int64(b[p + 2 * g]) << 8) | b[p + 2 * g + 1]
+                started = False
+                for s in range(12, -1, -4):
+                    d = (v >> s) & 0xF
+                    if d or started or s == 0:
+                        out[q] = HEXL[d]
+                        q += 1
+                        started = True
+            out[q] = 93
+            q += 1
+        port = be32(b, p + 16)
+    else:
+        for k in range(4):
+            if k:
+                out[q] = 46
+                q += 1
+            q = write_int(out, q, np.int64(b[p + k]))
+        port = be32(b, p + 4)
+    out[q] = 58
+    q += 1
+    return write_int(out, q, port)
+
+
+@njit(cache=True)
+def hop(b, pos, at_eof):
+    """Size-only record hop (the scan ceiling): follow TOTALSIZE while the magic is a message magic."""
+    n = len(b)
+    count = 0
+    nbytes = np.int64(0)
+    while pos + 8 <= n:
+        total = be32(b, pos)
+        magic = be32(b, pos + 4)
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total <= 0:
+            break
+        if pos + total > n and not at_eof:
+            break
+        count += 1
+        nbytes += total
+        pos += total
+    return count, nbytes, pos
+
+
+@njit(cache=True)
+def last_nonzero(b, lo, hi):
+    """Index of the last non-zero byte in b[lo:hi], or -1."""
+    i = hi - 1
+    while i >= lo:
+        if b[i] != 0:
+            return i
+        i -= 1
+    return -1
+
+
+@njit(cache=True)
+def find_first(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, tab):
+    """First position in [pos, end) holding a valid record whose PHYSICALOFFSET equals its own global offset.
+
+    buf_off = file offset of b[0]. Returns (status, position): ST_OK, ST_NOT_FOUND, or ST_NEED_MORE with the
+    position to re-read from.
+    """
+    n = len(b)
+    stop = min(end, n - 36)
+    p = pos
+    while p < stop:
+        if b[p + 4] == 0xDA and b[p + 5] == 0xA3 and b[p + 6] == 0x20 and (b[p + 7] == 0xA7 or b[p + 7] == 0xAB):
+            if be64(b, p + 28) == file_base + buf_off + p:
+                st, total, sf, bo, bl, to, tl, po, pl = check_record(b, p, at_eof, file_size - buf_off - p,
+                                                                     check_crc, tab)
+                if st == ST_NEED_MORE:
+                    return ST_NEED_MORE, p
+                if st == ST_OK:
+                    bad = False
+                    if pl > 0 and is_schedule_topic(b, p + to, tl):
+                        vs, vl = find_delay(b, p + po, pl)
+                        if vs >= 0:
+                            ds, _ = parse_java_int(b, vs, vl)
+                            bad = ds == 1
+                    if not bad:
+                        return ST_OK, p
+        p += 1
+    if p < end and not at_eof:
+        return ST_NEED_MORE, p
+    return ST_NOT_FOUND, end
+
+
+@njit(cache=True)
+def _same(b, p1, n1, p2, n2):
+    if n1 != n2:
+        return False
+    for i in range(n1):
+        if b[p1 + i] != b[p2 + i]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _is_key(b, p, n, k0, k1, k2, k3):
+    return n == 4 and b[p] == k0 and b[p + 1] == k1 and b[p + 2] == k2 and b[p + 3] == k3
+
+
+@njit(cache=True)
+def _is_uniq(b, p, n):
+    return (n == 8 and b[p] == 85 and b[p + 1] == 78 and b[p + 2] == 73 and b[p + 3] == 81 and b[p + 4] == 95
+            and b[p + 5] == 75 and b[p + 6] == 69 and b[p + 7] == 89)
+
+
+@njit(cache=True)
+def _copy(src, p, n, dst, q):
+    for i in range(n):
+        dst[q + i] = src[p + i]
+    return q + n
+
+
+@njit(cache=True)
+def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, check_crc, tab, delay_ms,
+                 want_body):
+    """Decode records from pos while they start before end, up to max_rows; gather every column.
+
+    Returns (status, stop_pos, reason, rows, fixed, ...string buffers). status: ST_RANGE_END (pos >= end),
+    ST_BATCH_FULL, ST_BLANK / failure reason at stop_pos, ST_EOF (pos == file end) or ST_NEED_MORE (re-read
+    from stop_pos). delay_ms[level] is the delay for a level (index 0 unused); len(delay_ms) - 1 = maxDelayLevel.
+    """
+    n = len(b)
+    avail = max(n - pos, 0)
+    fixed_i64 = np.empty((7, max_rows), dtype=np.int64)   # position, queue_offset, phys, born_ts, store_ts,
+    fixed_i32 = np.empty((7, max_rows), dtype=np.int32)   # prep_tx_off, tags_code / size, magic, crc, qid, flag,
+    slow = np.zeros(max_rows, dtype=np.uint8)             # sysflag, reconsume
+    body_off = np.empty(max_rows + 1, dtype=np.int32)
+    body_data = np.empty(avail if want_body else 0, dtype=np.uint8)
+    topic_off = np.empty(max_rows + 1, dtype=np.int32)
+    topic_data = np.empty(avail, dtype=np.uint8)
+    host_off = np.empty((2, max_rows + 1), dtype=np.int32)
+    host_data = np.empty((2, max_rows * 56), dtype=np.uint8)
+    msgid_off = np.empty(max_rows + 1, dtype=np.int32)
+    msgid_data = np.empty(max_rows * 56, dtype=np.uint8)
+    map_off = np.empty(max_rows + 1, dtype=np.int32)
+    key_off = np.empty(avail // 3 + max_rows + 1, dtype=np.int32)
+    key_data = np.empty(avail, dtype=np.uint8)
+    val_off = np.empty(avail // 3 + max_rows + 1, dtype=np.int32)
+    val_data = np.empty(avail, dtype=np.uint8)
+    spec_off = np.empty((3, max_rows + 1), dtype=np.int32)  # tags, keys, uniq_key
+    spec_valid = np.zeros((3, max_rows), dtype=np.uint8)
+    spec_data = np.empty((3, avail), dtype=np.uint8)
+    pairs = np.empty((10930, 4), dtype=np.int64)
+    body_off[0] = 0
+    topic_off[0] = 0
+    host_off[0, 0] = 0
+    host_off[1, 0] = 0
+    msgid_off[0] = 0
+    map_off[0] = 0
+    key_off[0] = 0
+    val_off[0] = 0
+    spec_off[0, 0] = 0
+    spec_off[1, 0] = 0
+    spec_off[2, 0] = 0
+    bq = 0
+    tq = 0
+    hq0 = 0
+    hq1 = 0
+    mq = 0
+    npairs = 0
+    kq = 0
+    vq = 0
+    sq0 = 0
+    sq1 = 0
+    sq2 = 0
+    rows = 0
+    status = ST_RANGE_END
+    reason_pos = pos
+    max_level = len(delay_ms) - 1
+    while True:
+        if pos >= end:
+            status = ST_RANGE_END
+            break
+        if buf_off + pos == file_size:
+            status = ST_EOF
+            break
+        if rows == max_rows:
+            status = ST_BATCH_FULL
+            break
+        st, total, sysflag, bo, bl, to, tl, po, pl = check_record(b, pos, at_eof, file_size - buf_off - pos,
+                                                                  check_crc, tab)
+        if st != ST_OK:
+            status = st
+            break
+        # properties: 5.x string2messageProperties over bytes; collect (key, value) spans, later key wins
+        is_slow = False
+        rp = 0
+        tags_s = np.int64(-1)
+        tags_l = np.int64(0)
+        keys_s = np.int64(-1)
+        keys_l = np.int64(0)
+        uniq_s = np.int64(-1)
+        uniq_l = np.int64(0)
+        delay_s = np.int64(-1)
+        delay_l = np.int64(0)
+        if pl > 0:
+            a = pos + po
+            lim = a + pl
+            if not all_ascii(b, a, pl):
+                if not utf8_valid(b, a, pl):
+                    is_slow = True
+            i = a
+            while i < lim:
+                e = i
+                while e < lim and b[e] != 2:
+                    e += 1
+                if e - i >= 3:
+                    s = i
+                    while s < e and b[s] != 1:
+                        s += 1
+                    if s > i and s < e - 1:
+                        dup = -1
+                        for k in range(rp):
+                            if _same(b, pairs[k, 0], pairs[k, 1], i, s - i):
+                                dup = k
+                                break
+                        if dup >= 0:
+                            pairs[dup, 2] = s + 1
+                            pairs[dup, 3] = e - s - 1
+                        else:
+                            pairs[rp, 0] = i
+                            pairs[rp, 1] = s - i
+                            pairs[rp, 2] = s + 1
+                            pairs[rp, 3] = e - s - 1
+                            rp += 1
+                i = e + 1
+            for k in range(rp):
+                ks = pairs[k, 0]
+                kl = pairs[k, 1]
+                vs = pairs[k, 2]
+                vl = pairs[k, 3]
+                kq = _copy(b, ks, kl, key_data, kq)
+                key_off[npairs + 1] = kq
+                vq = _copy(b, vs, vl, val_data, vq)
+                val_off[npairs + 1] = vq
+                npairs += 1
+                if kl == 4:
+                    if _is_key(b, ks, kl, 84, 65, 71, 83):
+                        tags_s = vs
+                        tags_l = vl
+                    elif _is_key(b, ks, kl, 75, 69, 89, 83):
+                        keys_s = vs
+                        keys_l = vl
+                elif kl == 5 and b[ks] == 68 and b[ks + 1] == 69 and b[ks + 2] == 76 and b[ks + 3] == 65 \
+                        and b[ks + 4] == 89:
+                    delay_s = vs
+                    delay_l = vl
+                elif _is_uniq(b, ks, kl):
+                    uniq_s = vs
+                    uniq_l = vl
+        map_off[rows + 1] = npairs
+        tags_code = np.int64(0)
+        if tags_s >= 0 and not is_slow:
+            tags_code = java_hash_utf8(b, tags_s, tags_l)
+        if not all_ascii(b, pos + to, tl) and not utf8_valid(b, pos + to, tl):
+            is_slow = True
+        if delay_s >= 0 and is_schedule_topic(b, pos + to, tl):
+            ds, level = parse_java_int(b, delay_s, delay_l)
+            if ds == 1:
+                status = ST_BAD_DELAY_LEVEL
+                npairs -= rp
+                kq = key_off[npairs]
+                vq = val_off[npairs]
+                break
+            if ds == 2:
+                is_slow = True
+            else:
+                if level > max_level:
+                    level = max_level
+                if level > 0:
+                    tags_code = be64(b, pos + 56 + (12 if sysflag & 0x10 else 0)) + delay_ms[level]
+        if tags_s >= 0:
+            sq0 = _copy(b, tags_s, tags_l, spec_data[0], sq0)
+            spec_valid[0, rows] = 1
+        if keys_s >= 0:
+            sq1 = _copy(b, keys_s, keys_l, spec_data[1], sq1)
+            spec_valid[1, rows] = 1
+        if uniq_s >= 0:
+            sq2 = _copy(b, uniq_s, uniq_l, spec_data[2], sq2)
+            spec_valid[2, rows] = 1
+        spec_off[0, rows + 1] = sq0
+        spec_off[1, rows + 1] = sq1
+        spec_off[2, rows + 1] = sq2
+        # fixed-width fields
+        born_len = 20 if sysflag & 0x10 else 8
+        sh = 56 + born_len
+        store_len = 20 if sysflag & 0x20 else 8
+        fixed_i64[0, rows] = file_base + buf_off + pos
+        fixed_i64[1, rows] = be64(b, pos + 20)
+        fixed_i64[2, rows] = be64(b, pos + 28)
+        fixed_i64[3, rows] = be64(b, pos + 40)
+        fixed_i64[4, rows] = be64(b, pos + 48 + born_len)
+        fixed_i64[5, rows] = be64(b, pos + sh + store_len + 4)
+        fixed_i64[6, rows] = tags_code
+        fixed_i32[0, rows] = total
+        fixed_i32[1, rows] = be32(b, pos + 4)
+        fixed_i32[2, rows] = be32(b, pos + 8)
+        fixed_i32[3, rows] = be32(b, pos + 12)
+        fixed_i32[4, rows] = be32(b, pos + 16)
+        fixed_i32[5, rows] = sysflag
+        fixed_i32[6, rows] = be32(b, pos + sh + store_len)
+        slow[rows] = 1 if is_slow else 0
+        # strings
+        if want_body:
+            bq = _copy(b, pos + bo, bl, body_data, bq)
+        body_off[rows + 1] = bq
+        tq = _copy(b, pos + to, tl, topic_data, tq)
+        topic_off[rows + 1] = tq
+        hq0 = write_host(b, pos + 48, sysflag & 0x10, host_data[0], hq0)
+        host_off[0, rows + 1] = hq0
+        hq1 = write_host(b, pos + sh, sysflag & 0x20, host_data[1], hq1)
+        host_off[1, rows + 1] = hq1
+        # offsetMsgId: store address (+ port) + PHYSICALOFFSET; IPv4-mapped IPv6 keeps the 28-byte width
+        a = pos + sh
+        width = store_len + 8
+        alen = store_len - 4
+        if store_len == 20:
+            mapped = b[a + 10] == 0xFF and b[a + 11] == 0xFF
+            for k in range(10):
+                if b[a + k] != 0:
+                    mapped = False
+            if mapped:
+                a += 12
+                alen = 4
+        start_mq = mq
+        for k in range(alen + 4):
+            v = b[a + k]
+            msgid_data[mq] = HEX[v >> 4]
+            msgid_data[mq + 1] = HEX[v & 15]
+            mq += 2
+        for k in range(8):
+            v = b[pos + 28 + k]
+            msgid_data[mq] = HEX[v >> 4]
+            msgid_data[mq + 1] = HEX[v & 15]
+            mq += 2
+        while mq - start_mq < 2 * width:
+            msgid_data[mq] = 48
+            mq += 1
+        msgid_off[rows + 1] = mq
+        rows += 1
+        pos += total
+    return (status, pos, rows, fixed_i64, fixed_i32, slow, body_off, body_data, topic_off, topic_data,
+            host_off, host_data, msgid_off, msgid_data, map_off, key_off, key_data, val_off, val_data,
+            spec_off, spec_valid, spec_data)

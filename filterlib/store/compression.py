@@ -1,0 +1,60 @@
+"""Message body compression as RocketMQ clients write it: zlib, LZ4 frame or zstd, selected by sysflag bits 8–10."""
+
+from __future__ import annotations
+
+import zlib
+
+from filterlib.store.commitlog import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK
+
+ZLIB = "ZLIB"
+LZ4 = "LZ4"
+ZSTD = "ZSTD"
+_TYPE_BY_BITS = {0: ZLIB, 1: LZ4, 2: ZSTD, 3: ZLIB}
+_BITS_BY_TYPE = {LZ4: 0x100, ZSTD: 0x200, ZLIB: 0x300}
+
+
+def compression_type(sys_flag: int) -> str | None:
+    """The codec a sysflag names (type bits 0 mean zlib, pre-4.9.4), None if uncompressed; ValueError for 4–7."""
+    if not sys_flag & COMPRESSED_FLAG:
+        return None
+    bits = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    if bits not in _TYPE_BY_BITS:
+        raise ValueError(f"unknown compression type {bits} in sysflag {sys_flag:#x}")
+    return _TYPE_BY_BITS[bits]
+
+
+def sys_flag_for(ctype: str) -> int:
+    """The sysflag bits a 4.9.4+ producer sets for a codec (COMPRESSED_FLAG | type)."""
+    return COMPRESSED_FLAG | _BITS_BY_TYPE[ctype]
+
+
+def decompress(data: bytes, ctype: str) -> bytes:
+    """Inflate a stored body with the named codec (streaming for zstd: the frame may omit its content size)."""
+    if ctype == ZLIB:
+        return zlib.decompress(data)
+    if ctype == LZ4:
+        import lz4.frame
+        return lz4.frame.decompress(data)
+    if ctype == ZSTD:
+        import zstandard
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    raise ValueError(f"unknown compression type {ctype!r}")
+
+
+def compress(data: bytes, ctype: str, level: int = 5) -> bytes:
+    """Deflate a body the way the producer's compressor would (zlib stream, LZ4 frame, zstd frame)."""
+    if ctype == ZLIB:
+        return zlib.compress(data, level)
+    if ctype == LZ4:
+        import lz4.frame
+        return lz4.frame.compress(data)
+    if ctype == ZSTD:
+        import zstandard
+        return zstandard.ZstdCompressor(level=level).compress(data)
+    raise ValueError(f"unknown compression type {ctype!r}")
+
+
+def decompress_body(body: bytes, sys_flag: int) -> bytes:
+    """The body a consumer sees: inflated when the sysflag says it is compressed, else unchanged."""
+    ctype = compression_type(sys_flag)
+    return body if ctype is None else decompress(body, ctype)

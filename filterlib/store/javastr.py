@@ -1,0 +1,104 @@
+"""Java string semantics the store depends on: UTF-8 decoding with Java's replacement rules and String.hashCode."""
+
+from __future__ import annotations
+
+REPL = "\ufffd"
+
+
+def _cont(b: int) -> bool:
+    return (b & 0xC0) == 0x80
+
+
+def java_utf8_decode(data: bytes) -> str:
+    """Decode bytes the way `new String(bytes, UTF_8)` does on OpenJDK 17 (one U+FFFD per malformed unit)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out: list[str] = []
+    n = len(data)
+    sp = 0
+    while sp < n:
+        b1 = data[sp]
+        rem = n - sp
+        if b1 < 0x80:
+            out.append(chr(b1))
+            sp += 1
+        elif (b1 >> 5) == 0b110 and (b1 & 0x1E) != 0:
+            if rem < 2:
+                out.append(REPL)
+                break
+            b2 = data[sp + 1]
+            if not _cont(b2):
+                out.append(REPL)
+                sp += 1
+            else:
+                out.append(chr(((b1 & 0x1F) << 6) | (b2 & 0x3F)))
+                sp += 2
+        elif (b1 >> 4) == 0b1110:
+            if rem < 3:
+                if rem > 1 and _malformed3_2(b1, data[sp + 1]):
+                    out.append(REPL)
+                    sp += 1
+                    continue
+                out.append(REPL)
+                break
+            b2, b3 = data[sp + 1], data[sp + 2]
+            if _malformed3_2(b1, b2) or not _cont(b3):
+                out.append(REPL)
+                sp += 1 if _malformed3_2(b1, b2) else 2
+                continue
+            c = ((b1 & 0x0F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+            out.append(REPL if 0xD800 <= c <= 0xDFFF else chr(c))
+            sp += 3
+        elif (b1 >> 3) == 0b11110:
+            if rem < 4:
+                if b1 > 0xF4 or (rem > 1 and _malformed4_2(b1, data[sp + 1])):
+                    out.append(REPL)
+                    sp += 1
+                    continue
+                if rem > 2 and not _cont(data[sp + 2]):
+                    out.append(REPL)
+                    sp += 2
+                    continue
+                out.append(REPL)
+                break
+            b2, b3, b4 = data[sp + 1], data[sp + 2], data[sp + 3]
+            uc = ((b1 & 0x07) << 18) | ((b2 & 0x3F) << 12) | ((b3 & 0x3F) << 6) | (b4 & 0x3F)
+            if not _cont(b2) or not _cont(b3) or not _cont(b4) or not (0x10000 <= uc <= 0x10FFFF):
+                out.append(REPL)
+                if b1 > 0xF4 or _malformed4_2(b1, b2):
+                    sp += 1
+                elif not _cont(b3):
+                    sp += 2
+                else:
+                    sp += 3
+                continue
+            out.append(chr(uc))
+            sp += 4
+        else:
+            out.append(REPL)
+            sp += 1
+    return "".join(out)
+
+
+def _malformed3_2(b1: int, b2: int) -> bool:
+    return (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)
+
+
+def _malformed4_2(b1: int, b2: int) -> bool:
+    return (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or not _cont(b2)
+
+
+def java_string_hash(s: str) -> int:
+    """Java `String.hashCode()` over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    for ch in s:
+        c = ord(ch)
+        if c >= 0x10000:
+            c -= 0x10000
+            h = (31 * h + (0xD800 | (c >> 10))) & 0xFFFFFFFF
+            h = (31 * h + (0xDC00 | (c & 0x3FF))) & 0xFFFFFFFF
+        else:
+            h = (31 * h + c) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
