@@ -6,6 +6,8 @@ computation, never from a previous harness run, so a broken harness cannot agree
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import refharness
@@ -82,3 +84,15 @@ def test_blank_star_subscription_is_not_sub_all(results):
     r = results["sub"]
     assert r["sub_string"] == " * " and r["sub_all"] is False
     assert r["tags"] == ["*"] and r["codes"] == [42]
+
+
+def test_bench_runs_the_real_loop():
+    out = refharness.run("bench", {"cases": [
+        {"id": "sql", "expr": "a > 5", "props": [{"a": "6"}, {"a": "7"}], "seconds": 0.2, "warmup_seconds": 0.1},
+        {"id": "bloom", "kind": "bloom_is_hit", "f": 20, "n": 32, "keys": ["g#t"], "probes": ["g#t"],
+         "seconds": 0.2, "warmup_seconds": 0.1},
+    ]}, fresh=True)
+    sql, bloom = json.loads((out / "output.json").read_text(encoding="utf-8"))["results"]
+    assert sql["evaluations"] > 0 and sql["matches"] == sql["evaluations"] and sql["errors"] == 0
+    assert bloom["evaluations"] > 0 and bloom["matches"] == bloom["evaluations"]
+    assert sql["seconds"] >= 0.2 and sql["per_second"] > 0
