@@ -1,0 +1,183 @@
+"""The reference harness's `store` and `pull` modes are real: a real 5.3.3 store over several commit log files whose
+replayed pull delivers exactly what a hand-written oracle of the filter semantics predicts."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import refharness
+import scenarios
+
+pytestmark = pytest.mark.reference
+
+SEED = 7
+BLANK_MAGIC = 0xCBD43194
+RECORD_MAGICS = {0xDAA320A7, 0xDAA320AB}
+INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+@pytest.fixture(scope="module")
+def scenario() -> dict:
+    return scenarios.tag_and_sql_scenario(SEED)
+
+
+@pytest.fixture(scope="module")
+def out(scenario) -> Path:
+    return refharness.write_store(scenario)
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _messages(scenario: dict) -> list[dict]:
+    return [e for e in scenario["events"] if e["kind"] == "message"]
+
+
+def _landing_in_topic(scenario: dict) -> list[dict]:
+    """Messages a consumer of the real topic can see: not delayed, not retry, and not an unfinished/rolled-back tx."""
+    committed = {e["ref"] for e in scenario["events"] if e["kind"] == "commit"}
+    return [m for m in _messages(scenario)
+            if not m.get("delayLevel") and "retry" not in m and (m.get("tx") != "prepared" or m["id"] in committed)]
+
+
+def _java_int(text: str | None) -> int | None:
+    """Integer.valueOf as the SQL92 comparison with an int literal applies it (None = throws / absent)."""
+    if text is None or not INT_RE.fullmatch(text):
+        return None
+    v = int(text)
+    return v if -2**31 <= v < 2**31 else None
+
+
+def _tag_oracle(m: dict) -> bool:
+    return m.get("tags") in {"TagA", "TagC"}
+
+
+def _sql_oracle(m: dict) -> bool:
+    a = _java_int(m.get("props", {}).get("a"))
+    return m.get("tags") in {"TagA", "TagB"} and a is not None and 0 <= a <= 3
+
+
+def _delivered(pull: dict, group: str) -> Counter:
+    sub = next(s for s in pull["subscriptions"] if s["group"] == group)
+    assert sub["answer"] == "OK"
+    return Counter(m["uniqKey"] for q in sub["queues"] for m in q["messages"] if m["clientKept"])
+
+
+def _expected(scenario: dict, oracle) -> Counter:
+    return Counter(f"UNIQ-{m['id']}" for m in _landing_in_topic(scenario) if oracle(m))
+
+
+def test_tag_subscription_delivers_the_oracles_set(scenario, out):
+    pull = _json(out / "pull.json")
+    expected = _expected(scenario, _tag_oracle)
+    assert expected, "scenario must deliver something"
+    assert _delivered(pull, "G_TAG") == expected
+
+
+def test_sql_subscription_delivers_the_oracles_set(scenario, out):
+    pull = _json(out / "pull.json")
+    expected = _expected(scenario, _sql_oracle)
+    assert expected, "scenario must deliver something"
+    assert _delivered(pull, "G_SQL") == expected
+
+
+def test_decision_rows_are_attributed_and_explained(out):
+    pull = _json(out / "pull.json")
+    outcomes = Counter()
+    for sub in pull["subscriptions"]:
+        for q in sub["queues"]:
+            offsets = [u["queueOffset"] for u in q["units"]]
+            assert offsets == list(range(q["minOffset"], q["maxOffset"])), "every unit scanned exactly once, in order"
+            for u in q["units"]:
+                assert u["attributionOk"] and not u["cqBranch"].startswith("UNEXPLAINED")
+                outcomes[(sub["group"], u["outcome"])] += 1
+    assert outcomes[("G_TAG", "TAG_HASH_MISS")] and outcomes[("G_SQL", "BLOOM_MISS")]
+    assert outcomes[("G_SQL", "DELIVERED")] and outcomes[("G_TAG", "DELIVERED")]
+
+
+def test_client_recheck_drops_hash_collisions(scenario, out):
+    pull = _json(out / "pull.json")
+    sub = next(s for s in pull["subscriptions"] if s["group"] == "G_TAG")
+    collided = [u for q in sub["queues"] for u in q["units"] if u["outcome"] == "TAG_CLIENT_MISMATCH"]
+    expected = [m for m in _landing_in_topic(scenario) if m.get("tags") == "UBgA"]
+    assert len(collided) == len(expected) > 0
+
+
+def _walk(path: Path) -> tuple[int, int | None]:
+    """Independent walk of one commit log file: (records, position of the BLANK header or None)."""
+    data = path.read_bytes()
+    pos = records = 0
+    while pos + 8 <= len(data):
+        size, magic = struct.unpack_from(">iI", data, pos)
+        if magic == BLANK_MAGIC:
+            assert size == len(data) - pos, "a BLANK's TOTALSIZE covers the rest of the file"
+            return records, pos
+        if magic not in RECORD_MAGICS:
+            break
+        records += 1
+        pos += size
+    return records, None
+
+
+def test_store_spans_several_commitlog_files_with_blanks(scenario, out):
+    files = sorted((out / "store" / "commitlog").iterdir())
+    walked = [_walk(f) for f in files]
+    with_data = [w for w in walked if w[0]]
+    assert len(with_data) >= 3
+    for records, blank in with_data[:-1]:
+        assert blank is not None, "every full file ends with a BLANK"
+    report = _json(out / "report.json")
+    assert report["way"] in ("A", "B")
+    assert [f["blankAt"] for f in report["commitlog"]["files"]] == [b for _, b in walked]
+    listing = _json(out / "listing.json")
+    assert sum(r for r, _ in walked) == len(listing["records"])
+    assert len(listing["blanks"]) == sum(1 for _, b in walked if b is not None)
+
+
+def test_listing_covers_every_scenario_message(scenario, out):
+    listing = _json(out / "listing.json")
+    msgs = _messages(scenario)
+    by_id = Counter(r["scenarioId"] for r in listing["records"])
+    assert sorted(i for i in by_id if i in {m["id"] for m in msgs}) == sorted(m["id"] for m in msgs)
+    ends = [e for e in scenario["events"] if e["kind"] in ("commit", "rollback")]
+    commits = sum(1 for e in ends if e["kind"] == "commit")
+    assert len(listing["records"]) == len(msgs) + commits + len(ends)
+    hosts = {r["bornHost"][0] == "[" for r in listing["records"]} | {r["storeHost"][0] == "[" for r in listing["records"]}
+    assert hosts == {True, False}, "both IPv4 and IPv6 hosts are on disk"
+    for r in listing["records"]:
+        assert r["bodyCRC"] == (__import__("zlib").crc32(base64.b64decode(r["body"])) & 0x7FFFFFFF)
+    for m in msgs:
+        rec = next(r for r in listing["records"] if r["scenarioId"] == m["id"])
+        if "compress" not in m and "bodyBase64" in m:
+            assert rec["body"] == m["bodyBase64"]
+        if "compress" in m:
+            expected = m.get("bodyBase64") or base64.b64encode(m["body"].encode()).decode()
+            assert rec["bodyDecompressed"] == expected and rec["sysFlag"] & 1
+
+
+def test_config_json_persisted(out):
+    config = out / "store" / "config"
+    for name in ("consumerFilter.json", "topics.json", "subscriptionGroup.json", "consumerOffset.json"):
+        assert (config / name).is_file()
+    text = (config / "consumerFilter.json").read_text()
+    assert '"G_SQL"' in text and scenarios.TOPIC in text
+
+
+def test_pull_mode_on_a_copy_agrees(scenario, out):
+    report = _json(out / "report.json")
+    before = sorted(p.name for p in (out / "store").iterdir())
+    result = refharness.pull({"storeDir": str(out / "store"), "broker": report["broker"], "store": report["store"],
+                              "subscriptions": scenario["subscriptions"]})
+    assert result["consumerFilterLoaded"] is True
+    assert all(f["dead"] for f in result["filters"]), "a load marks every filter dead"
+    assert _delivered(result, "G_TAG") == _expected(scenario, _tag_oracle)
+    assert _delivered(result, "G_SQL") == _expected(scenario, _sql_oracle)
+    assert sorted(p.name for p in (out / "store").iterdir()) == before, "the original dump is untouched"
