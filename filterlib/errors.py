@@ -12,24 +12,30 @@ class FilterSyntaxError(FilterError):
 
     `position` is the 0-based character offset of the offending text in the expression (None when the error is
     not tied to one place), `text` the offending token or fragment, `since` a RocketMQ version from which the
-    construct would be accepted when that applies (e.g. CONTAINS needs 5.1.3).
+    construct would be accepted when that applies (e.g. CONTAINS needs 5.1.3). `java_cause` names the Java
+    exception behind RocketMQ's rejection (ParseException, TokenMgrError, RuntimeException, NumberFormatException).
     """
 
     def __init__(self, message: str, expression: str = "", position: int | None = None, text: str | None = None,
-                 since: str | None = None):
+                 since: str | None = None, java_cause: str | None = None):
         super().__init__(message)
         self.expression = expression
         self.position = position
         self.text = text
         self.since = since
+        self.java_cause = java_cause
 
 
 class FilterEvaluationError(FilterError):
-    """Evaluation threw in Java (e.g. a ClassCastException or NumberFormatException); `java_class` names it."""
+    """Evaluation threw in Java (e.g. a ClassCastException or NumberFormatException); `java_class` names it.
 
-    def __init__(self, message: str, java_class: str = "RuntimeException"):
+    `java_cause` names the wrapped cause when Java wraps one (RuntimeException around NumberFormatException).
+    """
+
+    def __init__(self, message: str, java_class: str = "RuntimeException", java_cause: str | None = None):
         super().__init__(message)
         self.java_class = java_class
+        self.java_cause = java_cause
 
 
 class StoreFormatError(ValueError):

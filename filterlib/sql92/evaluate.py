@@ -1,0 +1,552 @@
+"""Compile a selector AST into Python closures that evaluate it exactly as RocketMQ's Java objects do.
+
+Every operand's Java class is static in this language (a property is a String or null, a literal's class is
+fixed, a negation keeps its operand's number class, a condition is a Boolean or null), so each comparison is
+specialised at compile time for its pair of classes, and the frequent shapes (property vs literal, IS [NOT] NULL,
+IN, BETWEEN on one property, two-operand AND/OR) get dedicated closures. Evaluation is then a few calls per
+message, with memoised number parsing (`javanum`). Semantics: facts §6 and ComparisonExpression.__compare.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from filterlib.errors import FilterEvaluationError
+from filterlib.sql92 import ast
+from filterlib.sql92.javanum import (
+    JavaNumberFormatError,
+    boolean_value_of,
+    double_compare,
+    double_value_of,
+    integer_value_of,
+    long_value_of,
+)
+
+Evaluator = Callable[[Mapping[str, str]], object]
+
+# Static Java classes: S = String or null (a property), C = String literal, I = Integer, L = Long, D = Double,
+# B = Boolean or null (a condition or TRUE/FALSE), N = always null.
+_STRINGS = ("S", "C")
+_INTEGRAL = ("I", "L")
+_NUMBERS = ("I", "L", "D")
+_LITERAL_KIND = {"string": "C", "int": "I", "long": "L", "double": "D", "bool": "B", "null": "N"}
+_JAVA_NAME = {"S": "String", "C": "String", "I": "Integer", "L": "Long", "D": "Double", "B": "Boolean"}
+
+_NO_CONST = object()
+
+
+def _nfe(e: JavaNumberFormatError) -> FilterEvaluationError:
+    """RuntimeException(NumberFormatException) as __compare throws it."""
+    return FilterEvaluationError(f"java.lang.NumberFormatException: {e}", "RuntimeException",
+                                 "NumberFormatException")
+
+
+def _cce(left: str, right: str) -> FilterEvaluationError:
+    """The ClassCastException __compare throws for a Boolean left operand and a String right one."""
+    return FilterEvaluationError(
+        f"class java.lang.{left} cannot be cast to class java.lang.{right} (java.lang.{left} and "
+        f"java.lang.{right} are in module java.base of loader 'bootstrap')", "ClassCastException")
+
+
+def _string_order_error(lv: str, rv: str, e: JavaNumberFormatError) -> FilterEvaluationError:
+    """What ComparisonExpression.evaluate throws when two strings do not both parse as doubles."""
+    return FilterEvaluationError(f"It's illegal to compare string by '>=', '>', '<', '<='. lv={lv}, rv={rv}",
+                                 "RuntimeException", "NumberFormatException")
+
+
+def _parser_for(kind: str):
+    """The Java parser a String is converted with when the other operand has this class."""
+    return {"I": integer_value_of, "L": long_value_of, "D": double_value_of, "B": boolean_value_of}[kind]
+
+
+def _cmp_int(x: int, y: int) -> int:
+    """Integer/Long compareTo."""
+    return (x > y) - (x < y)
+
+
+def _bool_cmp(x: bool, y: bool) -> int:
+    """Boolean.compareTo (false < true)."""
+    return (x > y) - (x < y)
+
+
+def make_java_compare(lk: str, rk: str) -> Callable[[object, object], int] | None:
+    """__compare(lv, rv) for non-null values of static classes lk, rk; None where Java answers -1 without looking."""
+    if lk in _STRINGS and rk in _STRINGS:
+        return lambda lv, rv: 0 if lv == rv else (1 if lv > rv else -1)
+    if lk == "B" and rk in _STRINGS:
+        def boolean_vs_string(lv, rv):
+            raise _cce("Boolean", "String")
+        return boolean_vs_string
+    if lk in _STRINGS and rk in ("I", "L", "D", "B"):
+        conv = _parser_for(rk)
+        base = make_java_compare(rk, rk)
+
+        def string_vs_other(lv, rv):
+            try:
+                x = conv(lv)
+            except JavaNumberFormatError as e:
+                raise _nfe(e) from None
+            return base(x, rv)
+        return string_vs_other
+    if lk in _NUMBERS and rk in _STRINGS:
+        conv = _parser_for(lk)
+        base = make_java_compare(lk, lk)
+
+        def other_vs_string(lv, rv):
+            try:
+                y = conv(rv)
+            except JavaNumberFormatError as e:
+                raise _nfe(e) from None
+            return base(lv, y)
+        return other_vs_string
+    if lk in _INTEGRAL and rk in _INTEGRAL:
+        return _cmp_int
+    if lk == "D" and rk == "D":
+        return double_compare
+    if lk == "D" and rk in _INTEGRAL:
+        return lambda lv, rv: double_compare(lv, float(rv))
+    if lk in _INTEGRAL and rk == "D":
+        return lambda lv, rv: double_compare(float(lv), rv)
+    if lk == "B" and rk == "B":
+        return _bool_cmp
+    return None  # Boolean vs number either way: "incomparable", -1
+
+
+_ORDER_TEST = {
+    "=": lambda c: c == 0,
+    ">": lambda c: c > 0,
+    ">=": lambda c: c >= 0,
+    "<": lambda c: c < 0,
+    "<=": lambda c: c <= 0,
+}
+
+
+class _Compiler:
+    """Turns AST nodes into (closure, static class, constant-or-_NO_CONST)."""
+
+    def value(self, node: ast.Node) -> tuple[Evaluator, str, object]:
+        """Compile any node."""
+        method = getattr(self, "_" + type(node).__name__.lower())
+        return method(node)
+
+    def condition(self, node: ast.Node) -> Evaluator:
+        """Compile a node that yields True, False or None."""
+        return self.value(node)[0]
+
+    # -- leaves ------------------------------------------------------------------------------------------------
+
+    def _literal(self, node: ast.Literal):
+        v = node.value
+        return (lambda p: v), _LITERAL_KIND[node.kind], v
+
+    def _property(self, node: ast.Property):
+        name = node.name
+        return (lambda p: p.get(name)), "S", _NO_CONST
+
+    def _negate(self, node: ast.Negate):
+        fn, kind, const = self.value(node.operand)
+        if kind in _NUMBERS:
+            if const is not _NO_CONST:
+                c = -const
+                return (lambda p: c), kind, c
+            return (lambda p: -fn(p)), kind, _NO_CONST
+        if isinstance(node.operand, (ast.Literal, ast.Property)):
+            return (lambda p: None), "N", None
+
+        def negate_non_number(p):
+            fn(p)
+            return None
+        return negate_non_number, "N", _NO_CONST
+
+    # -- conditions ----------------------------------------------------------------------------------------------
+
+    def _boolcast(self, node: ast.BoolCast):
+        name = node.operand.name
+
+        def bool_cast(p):
+            return None if p.get(name) is None else False
+        return bool_cast, "B", _NO_CONST
+
+    def _not(self, node: ast.Not):
+        inner = node.operand
+        if (isinstance(inner, ast.Compare) and inner.op == "=" and isinstance(inner.left, ast.Property)
+                and isinstance(inner.right, ast.Literal) and inner.right.kind == "null"):
+            name = inner.left.name
+            return (lambda p: p.get(name) is not None), "B", _NO_CONST
+        fn = self.condition(inner)
+
+        def not_(p):
+            v = fn(p)
+            return None if v is None else not v
+        return not_, "B", _NO_CONST
+
+    def _and(self, node: ast.And):
+        fns = self._fused_operands(node.operands)
+        if len(fns) == 1:
+            return fns[0], "B", _NO_CONST
+        if len(fns) == 2:
+            f1, f2 = fns
+
+            def and2(p):
+                a = f1(p)
+                if a is False:
+                    return False
+                b = f2(p)
+                if b is False:
+                    return False
+                return None if a is None or b is None else True
+            return and2, "B", _NO_CONST
+        fns = tuple(fns)
+
+        def and_n(p):
+            unknown = False
+            for f in fns:
+                v = f(p)
+                if v is False:
+                    return False
+                if v is None:
+                    unknown = True
+            return None if unknown else True
+        return and_n, "B", _NO_CONST
+
+    def _or(self, node: ast.Or):
+        fns = [self.condition(n) for n in node.operands]
+        if len(fns) == 2:
+            f1, f2 = fns
+
+            def or2(p):
+                a = f1(p)
+                if a is True:
+                    return True
+                b = f2(p)
+                if b is True:
+                    return True
+                return None if a is None or b is None else False
+            return or2, "B", _NO_CONST
+        fns = tuple(fns)
+
+        def or_n(p):
+            unknown = False
+            for f in fns:
+                v = f(p)
+                if v is True:
+                    return True
+                if v is None:
+                    unknown = True
+            return None if unknown else False
+        return or_n, "B", _NO_CONST
+
+    def _fused_operands(self, operands: tuple[ast.Node, ...]) -> list[Evaluator]:
+        """AND operands, with `p >= lo` directly followed by `p <= hi` (a BETWEEN) fused into one closure."""
+        out: list[Evaluator] = []
+        i = 0
+        while i < len(operands):
+            n = operands[i]
+            if i + 1 < len(operands):
+                fused = self._between(n, operands[i + 1])
+                if fused is not None:
+                    out.append(fused)
+                    i += 2
+                    continue
+            out.append(self.condition(n))
+            i += 1
+        return out
+
+    def _between(self, ge: ast.Node, le: ast.Node) -> Evaluator | None:
+        """`prop >= c1 AND prop <= c2` with numeric constants of one class, as one closure (same semantics)."""
+        if not (isinstance(ge, ast.Compare) and isinstance(le, ast.Compare) and ge.op == ">=" and le.op == "<="):
+            return None
+        if not (isinstance(ge.left, ast.Property) and ge.left == le.left):
+            return None
+        _, k1, lo = self.value(ge.right)
+        _, k2, hi = self.value(le.right)
+        if lo is _NO_CONST or hi is _NO_CONST or k1 != k2 or k1 not in _NUMBERS:
+            return None
+        name = ge.left.name
+        if k1 == "D":
+            cache = double_value_of.cache
+
+            def between_double(p):
+                v = p.get(name)
+                if v is None:
+                    return None
+                x = cache.get(v)
+                if x is None:
+                    try:
+                        x = double_value_of(v)
+                    except JavaNumberFormatError as e:
+                        raise _nfe(e) from None
+                # Double.compare: NaN is above everything, so NaN >= lo holds and NaN <= hi does not.
+                return lo <= x <= hi
+            return between_double
+        conv = integer_value_of if k1 == "I" else long_value_of
+        cache = conv.cache
+
+        def between_integral(p):
+            v = p.get(name)
+            if v is None:
+                return None
+            x = cache.get(v)
+            if x is None:
+                try:
+                    x = conv(v)
+                except JavaNumberFormatError as e:
+                    raise _nfe(e) from None
+            return lo <= x <= hi
+        return between_integral
+
+    def _in(self, node: ast.In):
+        name = node.operand.name
+        values = frozenset(node.values)
+        if node.negated:
+            def not_in(p):
+                v = p.get(name)
+                return None if v is None else v not in values
+            return not_in, "B", _NO_CONST
+
+        def in_(p):
+            v = p.get(name)
+            return None if v is None else v in values
+        return in_, "B", _NO_CONST
+
+    def _match(self, node: ast.Match):
+        search = node.search
+        negated = node.negated
+        if not search:
+            return (lambda p: False), "B", False
+        fn, kind, _ = self.value(node.operand)
+        if kind not in _STRINGS:
+            def match_non_string(p):
+                fn(p)
+                return False
+            return match_non_string, "B", _NO_CONST
+        test = _match_test(node.op, search)
+
+        def match(p):
+            v = fn(p)
+            if v is None:
+                return False
+            return test(v) is not negated
+        return match, "B", _NO_CONST
+
+    def _compare(self, node: ast.Compare):
+        lf, lk, lc = self.value(node.left)
+        rf, rk, rc = self.value(node.right)
+        if node.op == "=":
+            special = _equality_special(node, lk, lc, rk, rc)
+            if special is not None:
+                return special, "B", _NO_CONST
+            return _equality(lf, lk, rf, rk), "B", _NO_CONST
+        special = _ordering_special(node, lk, rk, rc)
+        if special is not None:
+            return special, "B", _NO_CONST
+        return _ordering(node.op, lf, lk, rf, rk), "B", _NO_CONST
+
+
+def _match_test(op: str, search: str) -> Callable[[str], bool]:
+    """contains/startsWith/endsWith on UTF-16 code units (differs from code points only for lone surrogates)."""
+    if any("\ud800" <= ch <= "\udfff" for ch in search):
+        needle = search.encode("utf-16-le", "surrogatepass")
+
+        def u16(v: str) -> bytes:
+            return v.encode("utf-16-le", "surrogatepass")
+        if op == "startswith":
+            return lambda v: u16(v).startswith(needle)
+        if op == "endswith":
+            return lambda v: u16(v).endswith(needle)
+
+        def contains(v: str) -> bool:
+            hay = u16(v)
+            i = hay.find(needle)
+            while i > 0 and i % 2:
+                i = hay.find(needle, i + 1)
+            return i != -1
+        return contains
+    if op == "startswith":
+        return lambda v: v.startswith(search)
+    if op == "endswith":
+        return lambda v: v.endswith(search)
+    return lambda v: search in v
+
+
+def _equality(lf: Evaluator, lk: str, rf: Evaluator, rk: str) -> Evaluator:
+    """doCreateEqual's evaluate, for any pair of static classes."""
+    if lk == "N" or rk == "N":
+        def eq_with_null(p):
+            lv = lf(p)
+            rv = rf(p)
+            if lv is None and rv is None:
+                return True
+            return None if lv is None else False
+        return eq_with_null
+    cmp = make_java_compare(lk, rk)
+
+    def eq(p):
+        lv = lf(p)
+        rv = rf(p)
+        if lv is None:
+            return True if rv is None else None
+        if rv is None:
+            return False
+        if cmp is None:
+            return False
+        return cmp(lv, rv) == 0
+    return eq
+
+
+def _ordering(op: str, lf: Evaluator, lk: str, rf: Evaluator, rk: str) -> Evaluator:
+    """ComparisonExpression.evaluate for >, >=, <, <=, for any pair of static classes."""
+    test = _ORDER_TEST[op]
+    if lk in _STRINGS and rk in _STRINGS:
+        def order_strings(p):
+            lv = lf(p)
+            if lv is None:
+                return None
+            rv = rf(p)
+            if rv is None:
+                return None
+            try:
+                x = double_value_of(lv)
+                y = double_value_of(rv)
+            except JavaNumberFormatError as e:
+                raise _string_order_error(lv, rv, e) from None
+            return test(double_compare(x, y))
+        return order_strings
+    if lk == "N" or rk == "N":
+        def order_with_null(p):
+            if lf(p) is None:
+                return None
+            rf(p)
+            return None
+        return order_with_null
+    cmp = make_java_compare(lk, rk)
+
+    def order(p):
+        lv = lf(p)
+        if lv is None:
+            return None
+        rv = rf(p)
+        if rv is None:
+            return None
+        return test(-1 if cmp is None else cmp(lv, rv))
+    return order
+
+
+def _converter(kind: str):
+    """(memo dict, parse function) for converting a property String against a literal of this class."""
+    conv = _parser_for(kind)
+    return getattr(conv, "cache", None), conv
+
+
+def _equality_special(node: ast.Compare, lk: str, lc, rk: str, rc) -> Evaluator | None:
+    """Fast closures for `prop = literal`, `literal = prop`, `prop IS NULL` and `prop = prop`."""
+    left, right = node.left, node.right
+    if isinstance(left, ast.Property) and rk == "N" and rc is None:
+        name = left.name
+        return lambda p: p.get(name) is None
+    if isinstance(left, ast.Property) and isinstance(right, ast.Property):
+        a, b = left.name, right.name
+
+        def prop_eq_prop(p):
+            lv = p.get(a)
+            rv = p.get(b)
+            if lv is None:
+                return True if rv is None else None
+            if rv is None:
+                return False
+            return lv == rv
+        return prop_eq_prop
+    if isinstance(left, ast.Property) and rc is not _NO_CONST and rk in ("C", "I", "L", "D"):
+        return _prop_vs_const(left.name, "=", rk, rc, missing=None)
+    if isinstance(right, ast.Property) and lc is not _NO_CONST and lk in ("C", "I", "L", "D"):
+        # Java compares the literal on the left to the converted property: the same equality; a missing property
+        # gives FALSE here (not null): facts §6.3 step 2.
+        return _prop_vs_const(right.name, "=", lk, lc, missing=False)
+    return None
+
+
+def _ordering_special(node: ast.Compare, lk: str, rk: str, rc) -> Evaluator | None:
+    """Fast closure for `prop > numeric literal` and friends."""
+    if isinstance(node.left, ast.Property) and rc is not _NO_CONST and rk in _NUMBERS:
+        return _prop_vs_const(node.left.name, node.op, rk, rc, missing=None)
+    return None
+
+
+def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
+    """`prop op const` with the property converted by the constant's class; `missing` is the result for null."""
+    if kind == "C":
+        def prop_eq_string(p):
+            v = p.get(name)
+            return missing if v is None else v == const
+        return prop_eq_string
+    cache, conv = _converter(kind)
+    if kind == "D":
+        # Double.compare against a finite non-zero constant: only NaN needs care (it is above everything).
+        if op == "=":
+            test = lambda x: x == const  # noqa: E731
+        elif op == ">":
+            test = lambda x: x > const or x != x  # noqa: E731
+        elif op == ">=":
+            test = lambda x: x >= const or x != x  # noqa: E731
+        elif op == "<":
+            test = lambda x: x < const  # noqa: E731
+        else:
+            test = lambda x: x <= const  # noqa: E731
+
+        def prop_vs_double(p):
+            v = p.get(name)
+            if v is None:
+                return missing
+            x = cache.get(v)
+            if x is None:
+                try:
+                    x = conv(v)
+                except JavaNumberFormatError as e:
+                    raise _nfe(e) from None
+            return test(x)
+        return prop_vs_double
+    if op == "=":
+        def prop_eq_int(p):
+            v = p.get(name)
+            if v is None:
+                return missing
+            x = cache.get(v)
+            if x is None:
+                try:
+                    x = conv(v)
+                except JavaNumberFormatError as e:
+                    raise _nfe(e) from None
+            return x == const
+        return prop_eq_int
+    if op == ">":
+        def prop_gt_int(p):
+            v = p.get(name)
+            if v is None:
+                return missing
+            x = cache.get(v)
+            if x is None:
+                try:
+                    x = conv(v)
+                except JavaNumberFormatError as e:
+                    raise _nfe(e) from None
+            return x > const
+        return prop_gt_int
+    test = _ORDER_TEST[op]
+
+    def prop_vs_int(p):
+        v = p.get(name)
+        if v is None:
+            return missing
+        x = cache.get(v)
+        if x is None:
+            try:
+                x = conv(v)
+            except JavaNumberFormatError as e:
+                raise _nfe(e) from None
+        return test(_cmp_int(x, const))
+    return prop_vs_int
+
+
+def compile_tree(tree: ast.Node) -> Evaluator:
+    """The evaluation closure of a checked selector tree: props → True / False / None, or FilterEvaluationError."""
+    return _Compiler().condition(tree)
