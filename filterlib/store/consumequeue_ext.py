@@ -1,0 +1,134 @@
+"""ConsumeQueueExt files: variable-size units (tagsCode, store time, filter bitmap) and ext address decoration."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from filterlib.store.commitlog import file_name
+
+DEFAULT_EXT_FILE_SIZE = 48 * 1024 * 1024
+END_BLANK_DATA_LENGTH = 4
+MIN_EXT_UNIT_SIZE = 20
+MAX_EXT_UNIT_SIZE = 32767
+LONG_MIN = -(1 << 63)
+MAX_ADDR = -(1 << 31) - 1
+MAX_REAL_OFFSET = MAX_ADDR - LONG_MIN
+
+
+def _wrap64(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >> 63 else v
+
+
+def is_ext_addr(address: int) -> bool:
+    """ConsumeQueueExt.isExtAddr: a CQ tagsCode field ≤ Integer.MIN_VALUE - 1 points into the ext files."""
+    return address <= MAX_ADDR
+
+
+def decorate(offset: int) -> int:
+    """Real ext offset → the address stored in a CQ unit's tagsCode field (offset + Long.MIN_VALUE)."""
+    return offset if is_ext_addr(offset) else _wrap64(offset + LONG_MIN)
+
+
+def undecorate(address: int) -> int:
+    """CQ tagsCode ext address → real ext byte offset (address - Long.MIN_VALUE)."""
+    return _wrap64(address - LONG_MIN) if is_ext_addr(address) else address
+
+
+@dataclass(frozen=True)
+class CqExtUnit:
+    """One ext unit: the real tagsCode, the record's store time and the filter bitmap (None when absent)."""
+
+    tags_code: int
+    msg_store_time: int
+    filter_bitmap: bytes | None = None
+
+    @property
+    def size(self) -> int:
+        """Whole unit length in bytes (20 + bitmap length)."""
+        return MIN_EXT_UNIT_SIZE + (len(self.filter_bitmap) if self.filter_bitmap else 0)
+
+    def encode(self) -> bytes:
+        """The unit's bytes (CqExtUnit.write)."""
+        bm = self.filter_bitmap or b""
+        return struct.pack(">hqqh", MIN_EXT_UNIT_SIZE + len(bm), self.tags_code, self.msg_store_time, len(bm)) + bm
+
+
+def read_unit(data: bytes, pos: int) -> CqExtUnit | None:
+    """The unit at pos (CqExtUnit.read): None when fewer than 2 bytes remain or size < 1."""
+    if pos + 2 > len(data):
+        return None
+    (size,) = struct.unpack_from(">h", data, pos)
+    if size < 1 or pos + MIN_EXT_UNIT_SIZE > len(data):
+        return None
+    tags_code, store_time, bm_size = struct.unpack_from(">qqh", data, pos + 2)
+    if bm_size < 1:
+        return CqExtUnit(tags_code, store_time, None)
+    bm = bytes(data[pos + 20: pos + 20 + bm_size])
+    if len(bm) != bm_size:
+        return None
+    return CqExtUnit(tags_code, store_time, bm)
+
+
+def iter_file_units(data: bytes, file_start: int = 0) -> Iterable[tuple[int, CqExtUnit]]:
+    """(real offset, unit) for each unit of one ext file; stops at size ≤ 0 (-1 end marker or zeros)."""
+    pos = 0
+    while pos + 2 <= len(data):
+        unit = read_unit(data, pos)
+        if unit is None:
+            return
+        (size,) = struct.unpack_from(">h", data, pos)
+        yield file_start + pos, unit
+        pos += size
+
+
+def read_ext_queue(queue_dir: str) -> dict[int, CqExtUnit]:
+    """All units of one (topic, queueId) ext directory keyed by decorated address (what CQ units store)."""
+    out: dict[int, CqExtUnit] = {}
+    names = sorted(n for n in os.listdir(queue_dir) if len(n) == 20 and n.isdigit())
+    for name in names:
+        with open(os.path.join(queue_dir, name), "rb") as f:
+            data = f.read()
+        for off, unit in iter_file_units(data, int(name)):
+            out[decorate(off)] = unit
+    return out
+
+
+def lookup(files: dict[int, bytes], file_size: int, address: int) -> CqExtUnit | None:
+    """ConsumeQueueExt.get: the unit an ext address points to, from {file start: bytes}; None if absent/invalid."""
+    if not is_ext_addr(address):
+        return None
+    real = undecorate(address)
+    start = real - real % file_size
+    data = files.get(start)
+    return None if data is None else read_unit(data, real - start)
+
+
+def encode_ext_files(units: Iterable[CqExtUnit], file_size: int = DEFAULT_EXT_FILE_SIZE
+                     ) -> tuple[dict[str, bytes], list[int]]:
+    """Write units as ConsumeQueueExt.put does; returns ({20-digit name: full file bytes}, decorated addresses).
+
+    A unit goes to the current file when size ≤ fileSize - writePos - 4, otherwise the file gets a short -1 end
+    marker at writePos and the unit moves to the next file. Files are zero-padded to file_size; an address is 1
+    (put failed) for a unit larger than 32767 bytes, as the broker returns.
+    """
+    files: list[bytearray] = [bytearray(file_size)]
+    wpos = 0
+    addrs: list[int] = []
+    for u in units:
+        size = u.size
+        if size > MAX_EXT_UNIT_SIZE:
+            addrs.append(1)
+            continue
+        if size > file_size - wpos - END_BLANK_DATA_LENGTH:
+            struct.pack_into(">h", files[-1], wpos, -1)
+            files.append(bytearray(file_size))
+            wpos = 0
+        data = u.encode()
+        files[-1][wpos: wpos + size] = data
+        addrs.append(decorate((len(files) - 1) * file_size + wpos))
+        wpos += size
+    return {file_name(i * file_size): bytes(b) for i, b in enumerate(files)}, addrs

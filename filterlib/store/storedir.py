@@ -1,0 +1,141 @@
+"""Store-directory reader: commitlog files in order (mapped-file size derived), queues, ext queues, configs."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from filterlib.store import fastjson
+from filterlib.store.brokerconf import BrokerFilterConf
+from filterlib.store.consumequeue import CqUnit, read_queue
+from filterlib.store.consumequeue_ext import CqExtUnit, read_ext_queue
+from filterlib.store.scan import FileAccount, ScanOptions, decode_file
+
+
+@dataclass(frozen=True)
+class MappedFile:
+    """One commitlog file: path, global start offset (its name) and actual size."""
+
+    path: str
+    base: int
+    size: int
+
+
+@dataclass
+class CommitLogFiles:
+    """The commitlog files of a store in offset order, the derived mapped-file size and any layout issues."""
+
+    files: list[MappedFile]
+    mapped_file_size: int
+    issues: list[str] = field(default_factory=list)
+
+
+def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
+    """Commitlog files from one directory or several (storePathCommitLog may list several, comma-separated).
+
+    The mapped-file size is the most common size among non-empty files, cross-checked with the spacing of the
+    names; files whose size differs or whose name is not a multiple of it are listed in `issues` but still read.
+    """
+    if isinstance(dirs, str):
+        dirs = [d for d in dirs.split(",") if d]
+    files = []
+    for d in dirs:
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            p = os.path.join(d, name)
+            if len(name) == 20 and name.isdigit() and os.path.isfile(p):
+                files.append(MappedFile(p, int(name), os.path.getsize(p)))
+    files.sort(key=lambda f: f.base)
+    sizes = Counter(f.size for f in files if f.size > 0)
+    issues: list[str] = []
+    if not sizes:
+        return CommitLogFiles(files, 0, issues)
+    top = max(sizes.values())
+    size = max(s for s, c in sizes.items() if c == top)
+    gaps = [b.base - a.base for a, b in zip(files, files[1:])]
+    if gaps and min(gaps) > size and all(g % min(gaps) == 0 for g in gaps) and len(sizes) > 1:
+        size = min(gaps)
+    for f in files:
+        if f.size != size and not (f is files[-1] and f.size == 0):
+            issues.append(f"{f.path}: size {f.size} differs from the mapped file size {size}")
+        if f.base % size:
+            issues.append(f"{f.path}: start offset is not a multiple of the mapped file size {size}")
+    for a, b in zip(files, files[1:]):
+        if b.base != a.base + size:
+            issues.append(f"gap or overlap between {os.path.basename(a.path)} and {os.path.basename(b.path)}")
+    return CommitLogFiles(files, size, issues)
+
+
+class StoreDir:
+    """A broker store root (a dump): commitlog, consumequeue, consumequeue_ext, config, checkpoint, broker.conf."""
+
+    def __init__(self, root: str, commitlog_dirs: str | list[str] | None = None, broker_conf: str | None = None):
+        self.root = root
+        self.conf = BrokerFilterConf.load(broker_conf) if broker_conf else BrokerFilterConf()
+        dirs = commitlog_dirs or self.conf.storePathCommitLog or os.path.join(root, "commitlog")
+        self.commitlog = list_commitlog(dirs)
+
+    def decode_commitlog(self, opts: ScanOptions | None = None, split_bytes: int | None = None
+                         ) -> Iterator[tuple[MappedFile, list[pa.RecordBatch], FileAccount]]:
+        """Decode every commitlog file in order: (file, batches, accounting); damage stops only its own file."""
+        for f in self.commitlog.files:
+            batches, acc = decode_file(f.path, opts, split_bytes)
+            yield f, batches, acc
+
+    def queue_ids(self, ext: bool = False) -> list[tuple[str, int]]:
+        """(topic, queueId) pairs present under consumequeue/ (or consumequeue_ext/)."""
+        base = os.path.join(self.root, "consumequeue_ext" if ext else "consumequeue")
+        out = []
+        if not os.path.isdir(base):
+            return out
+        for topic in sorted(os.listdir(base)):
+            tdir = os.path.join(base, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for q in os.listdir(tdir):
+                if q.lstrip("-").isdigit() and os.path.isdir(os.path.join(tdir, q)):
+                    out.append((topic, int(q)))
+        return sorted(out)
+
+    def queue_dir(self, topic: str, queue_id: int, ext: bool = False) -> str:
+        """Directory of one queue's files."""
+        return os.path.join(self.root, "consumequeue_ext" if ext else "consumequeue", topic, str(queue_id))
+
+    def read_queue(self, topic: str, queue_id: int) -> list[CqUnit]:
+        """Valid units of one consume queue."""
+        return read_queue(self.queue_dir(topic, queue_id))
+
+    def read_ext(self, topic: str, queue_id: int) -> dict[int, CqExtUnit]:
+        """Ext units of one queue keyed by decorated address ({} when the queue has no ext files)."""
+        d = self.queue_dir(topic, queue_id, ext=True)
+        return read_ext_queue(d) if os.path.isdir(d) else {}
+
+    def config(self, name: str) -> Any | None:
+        """config/<name>.json parsed in fastjson's dialect (falls back to the .bak sibling); None if absent."""
+        for suffix in ("", ".bak"):
+            p = os.path.join(self.root, "config", f"{name}.json{suffix}")
+            if os.path.isfile(p):
+                with open(p, encoding="utf-8") as f:
+                    text = f.read()
+                if text.strip():
+                    return fastjson.loads(text)
+        return None
+
+    def checkpoint(self) -> dict[str, int] | None:
+        """The checkpoint file's timestamps and offsets (big-endian longs), None if absent or short."""
+        p = os.path.join(self.root, "checkpoint")
+        if not os.path.isfile(p):
+            return None
+        with open(p, "rb") as f:
+            data = f.read(40)
+        names = ["physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
+                 "confirmPhyOffset"]
+        n = len(data) // 8
+        return dict(zip(names, struct.unpack(f">{n}q", data[: n * 8]))) if n >= 3 else None
