@@ -67,7 +67,8 @@ def _message(rng: random.Random, i: int, topic: str, queues: int, *, v6_share: f
 def tag_and_sql_scenario(seed: int, n_messages: int = 120) -> dict:
     """One topic over several 4 KiB commit log files, IPv4 and IPv6 hosts, tags with hash collisions, SQL coercion
     stress values, a few delayed / transactional / retry records, and the subscriptions `TagA || TagC` (G_TAG)
-    and the issue's SQL92 expression (G_SQL, registered before the first message so the bloom layer is live)."""
+    and the issue's SQL92 expression (G_SQL, registered before the first message so the bloom layer is live; G_POSTED
+    posts it with the pull, so no bloom data and every unit reaches the commit log layer)."""
     rng = random.Random(seed)
     queues = 2
     events: list[dict] = [{"kind": "register", "group": "G_SQL", "topic": TOPIC, "expression": SQL_EXPR,
@@ -92,11 +93,12 @@ def tag_and_sql_scenario(seed: int, n_messages: int = 120) -> dict:
                   "mappedFileSizeConsumeQueueExt": 512},
         "transactionMode": "broker5",
         "topics": [{"name": TOPIC, "readQueueNums": queues, "writeQueueNums": queues}],
-        "groups": ["G_TAG", "G_SQL"],
+        "groups": ["G_TAG", "G_SQL", "G_POSTED"],
         "events": events,
         "subscriptions": [
             {"group": "G_TAG", "topic": TOPIC, "type": "TAG", "expression": TAG_EXPR},
             {"group": "G_SQL", "topic": TOPIC, "type": "SQL92", "expression": SQL_EXPR},
+            {"group": "G_POSTED", "topic": TOPIC, "type": "SQL92", "expression": SQL_EXPR, "path": "posted"},
         ],
     }
 
@@ -106,6 +108,10 @@ def varied_scenario(seed: int, n_messages: int = 200) -> dict:
     some messages predate a filter's bornTime), both transaction modes by seed, every compression, delays, retry
     records including a >127-byte retry topic (magic v2), and TAG, SQL92, posted and retry subscriptions."""
     rng = random.Random(seed)
+    broker = {"enableConsumeQueueExt": rng.random() < 0.8, "enableCalcFilterBitMap": True,
+              "expectConsumerNumUseFilter": rng.choice([4, 32, 64]), "maxErrorRateOfBloomFilter": rng.choice([5, 20]),
+              "enablePropertyFilter": True, "filterSupportRetry": rng.random() < 0.5}
+    tx_mode = "store" if seed % 2 else "broker5"
     topics = [{"name": "TopicA", "readQueueNums": 3, "writeQueueNums": 3},
               {"name": "TopicB", "readQueueNums": 1, "writeQueueNums": 1, "topicFilterType": "MULTI_TAG"},
               {"name": "Topic_" + "c" * 100, "readQueueNums": 2, "writeQueueNums": 2}]
@@ -153,12 +159,10 @@ def varied_scenario(seed: int, n_messages: int = 200) -> dict:
             subs.append({"group": g, "topic": t["name"], "type": "SQL92", "expression": "a between 0 and 3",
                          "subVersion": v})
     return {
-        "broker": {"enableConsumeQueueExt": rng.random() < 0.8, "enableCalcFilterBitMap": True,
-                   "expectConsumerNumUseFilter": rng.choice([4, 32, 64]), "maxErrorRateOfBloomFilter": rng.choice([5, 20]),
-                   "enablePropertyFilter": True, "filterSupportRetry": rng.random() < 0.5},
+        "broker": broker,
         "store": {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 200,
                   "mappedFileSizeConsumeQueueExt": 512},
-        "transactionMode": rng.choice(["broker5", "store"]),
+        "transactionMode": tx_mode,
         "topics": topics,
         "groups": groups,
         "events": events,

@@ -7,6 +7,7 @@ import base64
 import json
 import re
 import struct
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -82,11 +83,12 @@ def test_tag_subscription_delivers_the_oracles_set(scenario, out):
     assert _delivered(pull, "G_TAG") == expected
 
 
-def test_sql_subscription_delivers_the_oracles_set(scenario, out):
+@pytest.mark.parametrize("group", ["G_SQL", "G_POSTED"])
+def test_sql_subscription_delivers_the_oracles_set(scenario, out, group):
     pull = _json(out / "pull.json")
     expected = _expected(scenario, _sql_oracle)
     assert expected, "scenario must deliver something"
-    assert _delivered(pull, "G_SQL") == expected
+    assert _delivered(pull, group) == expected
 
 
 def test_decision_rows_are_attributed_and_explained(out):
@@ -101,6 +103,7 @@ def test_decision_rows_are_attributed_and_explained(out):
                 outcomes[(sub["group"], u["outcome"])] += 1
     assert outcomes[("G_TAG", "TAG_HASH_MISS")] and outcomes[("G_SQL", "BLOOM_MISS")]
     assert outcomes[("G_SQL", "DELIVERED")] and outcomes[("G_TAG", "DELIVERED")]
+    assert outcomes[("G_POSTED", "SQL_FALSE")] and outcomes[("G_POSTED", "SQL_ERROR")], "coercion stress reaches SQL"
 
 
 def test_client_recheck_drops_hash_collisions(scenario, out):
@@ -153,7 +156,7 @@ def test_listing_covers_every_scenario_message(scenario, out):
     hosts = {r["bornHost"][0] == "[" for r in listing["records"]} | {r["storeHost"][0] == "[" for r in listing["records"]}
     assert hosts == {True, False}, "both IPv4 and IPv6 hosts are on disk"
     for r in listing["records"]:
-        assert r["bodyCRC"] == (__import__("zlib").crc32(base64.b64decode(r["body"])) & 0x7FFFFFFF)
+        assert r["bodyCRC"] == (zlib.crc32(base64.b64decode(r["body"])) & 0x7FFFFFFF)
     for m in msgs:
         rec = next(r for r in listing["records"] if r["scenarioId"] == m["id"])
         if "compress" not in m and "bodyBase64" in m:
@@ -180,4 +183,27 @@ def test_pull_mode_on_a_copy_agrees(scenario, out):
     assert all(f["dead"] for f in result["filters"]), "a load marks every filter dead"
     assert _delivered(result, "G_TAG") == _expected(scenario, _tag_oracle)
     assert _delivered(result, "G_SQL") == _expected(scenario, _sql_oracle)
+    assert _delivered(result, "G_POSTED") == _expected(scenario, _sql_oracle)
     assert sorted(p.name for p in (out / "store").iterdir()) == before, "the original dump is untouched"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_varied_scenario_writes_and_replays(seed):
+    scenario = scenarios.varied_scenario(seed)
+    out = refharness.write_store(scenario)
+    report, listing, pull = (_json(out / n) for n in ("report.json", "listing.json", "pull.json"))
+    assert report["transactionMode"] == scenario["transactionMode"]
+    assert {m["status"] for m in report["messages"]} == {"PUT_OK"}
+    ends = [e for e in scenario["events"] if e["kind"] in ("commit", "rollback")]
+    commits = sum(1 for e in ends if e["kind"] == "commit")
+    extra = len(ends) if scenario["transactionMode"] == "store" else commits + len(ends)
+    assert len(listing["records"]) == len(_messages(scenario)) + extra
+    long_retry = any(len(m.get("retry", {}).get("group", "")) > 120 for m in _messages(scenario))
+    assert ("V2" in {r["version"] for r in listing["records"]}) == long_retry
+    for r in listing["records"]:
+        tx = r["sysFlag"] & 0xC
+        assert (r["cq"] is None) == (tx in (0x4, 0xC)), "prepared/rollback records never reach the consume queue"
+    for sub in pull["subscriptions"]:
+        for q in sub["queues"]:
+            for u in q["units"]:
+                assert u["attributionOk"] and not u["cqBranch"].startswith("UNEXPLAINED")
