@@ -225,7 +225,7 @@ def _fix_slow(batch: pa.RecordBatch, slow: np.ndarray, buf: np.ndarray, rel0: in
     pos_col = batch.column("position").to_numpy()
     size_col = batch.column("store_size").to_numpy()
     names = ["topic", "properties", "tags", "keys", "uniq_key", "tags_code"]
-    cols = {n: batch.column(n).to_pylist() for n in names}
+    cols = {n: _raw_pylist(batch.column(n)) for n in names}
     cut = None
     reason = 0
     levels = list(opts.delay_levels) if opts.delay_levels is not None else None
@@ -250,6 +250,17 @@ def _fix_slow(batch: pa.RecordBatch, slow: np.ndarray, buf: np.ndarray, rel0: in
     if cut is not None:
         out = out.slice(0, cut)
     return out, cut, reason
+
+
+def _raw_pylist(col: pa.Array) -> list:
+    """Column values without UTF-8 validation (rows the scanner flagged hold raw bytes until replaced)."""
+    if pa.types.is_string(col.type):
+        return [None if v is None else v.decode("utf-8", "replace") for v in col.cast(pa.binary()).to_pylist()]
+    if pa.types.is_map(col.type):
+        raw = col.cast(pa.map_(pa.binary(), pa.binary())).to_pylist()
+        return [None if m is None else [(k.decode("utf-8", "replace"), v.decode("utf-8", "replace")) for k, v in m]
+                for m in raw]
+    return col.to_pylist()
 
 
 class RangeScan:
