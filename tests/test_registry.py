@@ -314,7 +314,10 @@ def scenario(filter_support_retry: bool = False) -> dict:
     events += msgs("T1", 15) + msgs("T2", 15)
     events += [reg("G1", "T2", "d IS NOT NULL", 1), reg("G7", "T2", "a > 0 AND b = 'x'", 5)]
     events += msgs("T2", 15) + msgs("T1", 5)
-    retry_props = [{"a": str(v)} for v in (1, 7, 9)] + [{}]
+    events += [reg(f"H{i}", "T3", f"x > {i}", 1) for i in range(40)]
+    events += [{"kind": "message", "id": f"x{i}", "topic": "T3", "queueId": 0, "tags": None,
+                "props": {"x": str(rng.randrange(0, 41))}} for i in range(60)]
+    retry_props = [{"a": str(v)} for v in (1, 7, 9, 200)] + [{}]
     events += [{"kind": "message", "id": f"r{i}", "topic": "ignored", "tags": "TagA", "props": p,
                 "retry": {"group": "G1", "originalTopic": "T1", "delayLevel": 3}}
                for i, p in enumerate(retry_props)]
@@ -331,7 +334,8 @@ def scenario(filter_support_retry: bool = False) -> dict:
                      sub("G3", "T1", "Aa || TagB", "TAG"), sub("G8", "T1", " * ", "TAG"), sub("G9", "T1", "*", "TAG"),
                      sub("G10", "T1", "a > 5", path="posted", version=1),
                      sub("G12", "T1", "a >> 5", path="posted", version=1),
-                     sub("G1", "%RETRY%G1", "*", "TAG"), sub("G1", "%RETRY%G1", "a > 5", path="posted", version=1)]
+                     sub("G1", "%RETRY%G1", "*", "TAG"), sub("G1", "%RETRY%G1", "a < 100", path="posted", version=1)]
+    subscriptions += [sub(f"H{i}", "T3", f"x > {i}", version=1) for i in range(40)]
     return {"broker": {"filterSupportRetry": filter_support_retry}, "events": events,
             "subscriptions": subscriptions}
 
