@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refharness import eval_cases
 
 from filterlib import bloom
 from filterlib.bloom import BloomFilter, BloomFilterData
-from refharness import eval_cases
 
 
 @pytest.mark.parametrize("f, n, k, m", [(20, 32, 3, 112), (20, 64, 3, 216), (10, 128, 4, 616), (1, 1, 7, 16),

@@ -8,14 +8,21 @@ filter versions) and design.md's outcomes; the reference tests compare every sca
 from __future__ import annotations
 
 import pytest
+from refharness import pull as pull_replay
+from test_registry import oracle_compiler, replay_registrations, run_sql_table, store_run
 
 from filterlib.bloom import BloomFilterData
 from filterlib.errors import BrokerFilterError, FilterEvaluationError
-from filterlib.message_filter import (ExpressionForRetryMessageFilter, ExpressionMessageFilter, ExtUnit, decide,
-                                      make_filter, parse_retry_group)
+from filterlib.message_filter import (
+    ExpressionForRetryMessageFilter,
+    ExpressionMessageFilter,
+    ExtUnit,
+    decide,
+    make_filter,
+    parse_retry_group,
+)
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.tags import build_subscription, tags_code
-from test_registry import replay_registrations, run_sql_table, store_run
 
 
 class Const:
@@ -168,14 +175,16 @@ def _harness_sql_value(value: str | None) -> str | None:
     return f"{kind}:{rest.split(':')[0]}"
 
 
-def compare_pull(run: dict) -> tuple[int, list]:
-    """Every scanned unit of the real pull replay against the Python filter; returns (units, mismatches)."""
-    table = run_sql_table(run)
-    manager, _ = replay_registrations(run, table)
+def compare_pull(run: dict, pull: dict | None = None, manager: ConsumerFilterManager | None = None
+                 ) -> tuple[int, list]:
+    """Every scanned unit of a real pull replay against the Python filter; returns (units, mismatches)."""
+    if manager is None:
+        manager, _ = replay_registrations(run, run_sql_table(run))
+    pull = run["pull"] if pull is None else pull
     records = {r["commitLogOffset"]: r for r in run["listing"]["records"]}
     retry = run["scenario"]["broker"]["filterSupportRetry"]
     compared, mismatches = 0, []
-    for sub_row in run["pull"]["subscriptions"]:
+    for sub_row in pull["subscriptions"]:
         kind = sub_row["type"]
         registered = sub_row["path"] == "registered"
         data = manager.get(sub_row["topic"], sub_row["group"]) if registered else \
@@ -234,3 +243,18 @@ def test_decisions_match_real_pull(filter_support_retry):
     assert any(u["bloomFalsePositive"] for s in run["pull"]["subscriptions"] for q in s["queues"]
                for u in q["units"])
 
+
+
+@pytest.mark.reference
+def test_decisions_match_real_pull_after_broker_restart():
+    run = store_run(False)
+    scenario = run["scenario"]
+    pull = pull_replay({"storeDir": str(run["out"] / "store"), "broker": scenario["broker"],
+                        "subscriptions": scenario["subscriptions"]})
+    bloom = run["report"]["bloom"]
+    manager = ConsumerFilterManager(bloom["f"], bloom["n"], compiler=oracle_compiler(run_sql_table(run)))
+    assert manager.load(run["out"] / "store" / "config" / "consumerFilter.json")
+    assert all(d.is_dead() for d in manager.records())
+    compared, mismatches = compare_pull(run, pull, manager)
+    assert mismatches == []
+    assert compared > 2000

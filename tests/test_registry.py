@@ -13,12 +13,11 @@ import json
 import random
 
 import pytest
+from refharness import eval_cases, write_store
 
 from filterlib.bloom import BloomFilter
 from filterlib.errors import FilterError, FilterEvaluationError, FilterSyntaxError
-from filterlib.registry import (ConsumerFilterData, ConsumerFilterManager, bloom_key, fastjson_dumps,
-                                fastjson_loads)
-from refharness import eval_cases, write_store
+from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, bloom_key, fastjson_dumps, fastjson_loads
 
 
 class FakeExpression:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from refharness import eval_cases
 
 from filterlib import tags
 from filterlib.errors import FilterSyntaxError, SubscriptionParseError
-from refharness import eval_cases
 
 
 @pytest.mark.parametrize("tag, expected", [
