@@ -21,7 +21,7 @@ from filterlib.message_filter import (
     make_filter,
     parse_retry_group,
 )
-from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
+from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, compile_filter
 from filterlib.tags import build_subscription, tags_code
 
 
@@ -256,5 +256,15 @@ def test_decisions_match_real_pull_after_broker_restart():
     assert manager.load(run["out"] / "store" / "config" / "consumerFilter.json")
     assert all(d.is_dead() for d in manager.records())
     compared, mismatches = compare_pull(run, pull, manager)
+    assert mismatches == []
+    assert compared > 2000
+
+
+@pytest.mark.reference
+def test_end_to_end_with_filterlib_sql92():
+    run = store_run(True)
+    manager, bitmaps = replay_registrations(run, {}, compiler=compile_filter)
+    assert [b for b in bitmaps if b[1] != b[2]] == []
+    compared, mismatches = compare_pull(run, None, manager)
     assert mismatches == []
     assert compared > 2000

@@ -355,14 +355,15 @@ def run_sql_table(run: dict) -> dict:
     return sql_table(exprs, [r["properties"] or {} for r in run["listing"]["records"]])
 
 
-def replay_registrations(run: dict, table: dict, check: list | None = None) -> tuple[ConsumerFilterManager, list]:
+def replay_registrations(run: dict, table: dict, check: list | None = None,
+                         compiler=None) -> tuple[ConsumerFilterManager, list]:
     """Replay the scenario's events on a Python manager; return it and the bitmap comparisons per message.
 
     New records take the broker's bornTime only when the broker really built one; otherwise a time the broker
     never used, so a wrongly rebuilt record shows up as a bornTime mismatch.
     """
     bloom = run["report"]["bloom"]
-    m = ConsumerFilterManager(bloom["f"], bloom["n"], compiler=oracle_compiler(table))
+    m = ConsumerFilterManager(bloom["f"], bloom["n"], compiler=compiler or oracle_compiler(table))
     rows = iter(run["report"]["registrations"])
     by_id = {r["scenarioId"]: r for r in run["listing"]["records"] if r.get("scenarioId")}
     bitmaps = []
