@@ -99,7 +99,7 @@ def test_generated_files_round_trip(tmp_path) -> None:
 
 def test_fuzz_truncated_flipped_zeroed(tmp_path) -> None:
     rng = random.Random(11)
-    for trial in range(60):
+    for trial in range(int(os.environ.get("FUZZ_TRIALS", "60"))):
         base = FILE * rng.randrange(4)
         data = bytearray(_records(rng, base, 40))
         how = trial % 3
