@@ -27,7 +27,9 @@ def _scenarios() -> dict[str, dict]:
     tag_noext["subscriptions"] = []
     big = scenarios.varied_scenario(2)
     big["subscriptions"] = []
-    return {"tag_ext": tag, "tag_noext": tag_noext, "varied2": big}
+    store_tx = scenarios.varied_scenario(1)
+    store_tx["subscriptions"] = []
+    return {"tag_ext": tag, "tag_noext": tag_noext, "varied2": big, "varied1": store_tx}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,7 @@ def _decode(out: str) -> tuple[StoreDir, list[dict], list]:
     return sd, rows, accs
 
 
-@pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2"])
+@pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2", "varied1"])
 def test_records_equal_listing(stores, name) -> None:
     out = stores[name]
     listing = json.load(open(os.path.join(out, "listing.json"), encoding="utf-8"))
@@ -85,7 +87,7 @@ def test_records_equal_listing(stores, name) -> None:
     assert sum(a.end_kind == "blank" for a in accs) >= 2
 
 
-@pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2"])
+@pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2", "varied1"])
 def test_consume_queue_files_byte_identical(stores, name) -> None:
     out = stores[name]
     report = json.load(open(os.path.join(out, "report.json"), encoding="utf-8"))
