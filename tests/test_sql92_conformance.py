@@ -40,6 +40,12 @@ VALUES = [" 5", "5", "5.5", "1e3", "NaN", "-NaN", "+NaN", "Infinity", "-Infinity
           "0x", "0x1p", "1e+3", "+.5e-1f", "NaNd", "infinity", "٣", "-", "+", "1__0", "00", "3.0", "2.5", "-1"]
 
 
+CHAIN_NUMBERS = ["1", "3", "5", "10", "1.5", "5.0", "10.0", "-1", "-1.5", "2147483648", "-5.0"]
+CHAIN_VALUES = ["1", "3", "5", "10", "1.5", "5.0", "10.0", "-1", "-1.5", "2147483648", "-5.0", "NaN", "-0.0",
+                "Infinity", "TagA", "x", "5.5", "3.0", "-5", "0", " 5", "abc"]
+N_CHAINS = 2000
+
+
 class _Gen:
     """Seeded random selector text over the whole grammar, deliberately wandering off it now and then."""
 
@@ -136,6 +142,40 @@ class _Gen:
             toks[i] = toks[i] + toks[i]
         return " ".join(toks)
 
+    def chain(self) -> str:
+        """An AND/OR chain of simple property predicates (the evaluator's fused fast path) with exact bounds."""
+        preds = []
+        for _ in range(self.r.randint(2, 5)):
+            n = self.r.choice(["a", "b", "TAGS"])
+            lit = self.r.choice(CHAIN_NUMBERS)
+            k = self.r.random()
+            if k < 0.12:
+                preds.append(f"{n} IS {self.r.choice(['', 'NOT '])}NULL")
+            elif k < 0.24:
+                preds.append(f"{n} {self.r.choice(['', 'NOT '])}IN ('TagA', '5', 'x')")
+            elif k < 0.5:
+                preds.append(f"{n} {self.r.choice(['=', '<>', '>', '>=', '<', '<='])} {lit}")
+            elif k < 0.62:
+                lo, hi = sorted([self.r.choice(CHAIN_NUMBERS[:5]), self.r.choice(CHAIN_NUMBERS[:5])], key=float)
+                if self.r.random() < 0.5:
+                    lo, hi = self.r.choice([("1.5", "5.0"), ("-1.5", "10.0"), ("1", "10"), ("3", "3")])
+                preds.append(f"{n} {self.r.choice(['', 'NOT '])}BETWEEN {lo} AND {hi}")
+            elif k < 0.72:
+                preds.append(self.r.choice([f"{lit} = {n}", f"'TagA' = {n}", f"{n} = 'TagA'", f"'5' <> {n}"]))
+            elif k < 0.8:
+                preds.append(n)
+            elif k < 0.9:
+                preds.append(f"({n} > {lit} OR {n} IS NULL)")
+            else:
+                preds.append(f"{n} CONTAINS 'a'")
+        glue = self.r.choice([" AND ", " OR ", None])
+        if glue:
+            return glue.join(preds)
+        return "".join(p + self.r.choice([" AND ", " OR "]) for p in preds[:-1]) + preds[-1]
+
+    def chain_props(self) -> dict:
+        return {n: self.r.choice(CHAIN_VALUES) for n in ("a", "b", "TAGS") if self.r.random() < 0.8}
+
     def props(self) -> dict:
         m = {}
         for n in PROP_NAMES:
@@ -168,6 +208,9 @@ def _cases() -> list[dict]:
     for i, text in enumerate(texts):
         cases.append({"kind": "sql", "id": f"s{i}", "expr": text,
                       "props": [gen.props() for _ in range(MAPS_PER_EXPRESSION)]})
+    for i in range(N_CHAINS):
+        cases.append({"kind": "sql", "id": f"c{i}", "expr": gen.chain(),
+                      "props": [gen.chain_props() for _ in range(MAPS_PER_EXPRESSION)]})
     return cases
 
 

@@ -2,8 +2,8 @@
 
 Every operand's Java class is static in this language (a property is a String or null, a literal's class is
 fixed, a negation keeps its operand's number class, a condition is a Boolean or null), so each comparison is
-specialised at compile time for its pair of classes, and the frequent shapes (property vs literal, IS [NOT] NULL,
-IN, BETWEEN on one property, two-operand AND/OR) get dedicated closures. Evaluation is then a few calls per
+specialised at compile time for its pair of classes, the frequent shapes (property vs literal, IS [NOT] NULL, IN)
+get dedicated closures, and AND/OR chains are fused into one generated function (`fused`). Evaluation is then a few calls per
 message, with memoised number parsing (`javanum`). Semantics: facts §6 and ComparisonExpression.__compare.
 """
 
@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 from filterlib.errors import FilterEvaluationError
 from filterlib.sql92 import ast
+from filterlib.sql92.fused import fuse_chain
 from filterlib.sql92.javanum import (
     JavaNumberFormatError,
     boolean_value_of,
@@ -181,119 +182,10 @@ class _Compiler:
         return not_, "B", _NO_CONST
 
     def _and(self, node: ast.And):
-        fns = self._fused_operands(node.operands)
-        if len(fns) == 1:
-            return fns[0], "B", _NO_CONST
-        if len(fns) == 2:
-            f1, f2 = fns
-
-            def and2(p):
-                a = f1(p)
-                if a is False:
-                    return False
-                b = f2(p)
-                if b is False:
-                    return False
-                return None if a is None or b is None else True
-            return and2, "B", _NO_CONST
-        fns = tuple(fns)
-
-        def and_n(p):
-            unknown = False
-            for f in fns:
-                v = f(p)
-                if v is False:
-                    return False
-                if v is None:
-                    unknown = True
-            return None if unknown else True
-        return and_n, "B", _NO_CONST
+        return fuse_chain(node, self.condition), "B", _NO_CONST
 
     def _or(self, node: ast.Or):
-        fns = [self.condition(n) for n in node.operands]
-        if len(fns) == 2:
-            f1, f2 = fns
-
-            def or2(p):
-                a = f1(p)
-                if a is True:
-                    return True
-                b = f2(p)
-                if b is True:
-                    return True
-                return None if a is None or b is None else False
-            return or2, "B", _NO_CONST
-        fns = tuple(fns)
-
-        def or_n(p):
-            unknown = False
-            for f in fns:
-                v = f(p)
-                if v is True:
-                    return True
-                if v is None:
-                    unknown = True
-            return None if unknown else False
-        return or_n, "B", _NO_CONST
-
-    def _fused_operands(self, operands: tuple[ast.Node, ...]) -> list[Evaluator]:
-        """AND operands, with `p >= lo` directly followed by `p <= hi` (a BETWEEN) fused into one closure."""
-        out: list[Evaluator] = []
-        i = 0
-        while i < len(operands):
-            n = operands[i]
-            if i + 1 < len(operands):
-                fused = self._between(n, operands[i + 1])
-                if fused is not None:
-                    out.append(fused)
-                    i += 2
-                    continue
-            out.append(self.condition(n))
-            i += 1
-        return out
-
-    def _between(self, ge: ast.Node, le: ast.Node) -> Evaluator | None:
-        """`prop >= c1 AND prop <= c2` with numeric constants of one class, as one closure (same semantics)."""
-        if not (isinstance(ge, ast.Compare) and isinstance(le, ast.Compare) and ge.op == ">=" and le.op == "<="):
-            return None
-        if not (isinstance(ge.left, ast.Property) and ge.left == le.left):
-            return None
-        _, k1, lo = self.value(ge.right)
-        _, k2, hi = self.value(le.right)
-        if lo is _NO_CONST or hi is _NO_CONST or k1 != k2 or k1 not in _NUMBERS:
-            return None
-        name = ge.left.name
-        if k1 == "D":
-            cache = double_value_of.cache
-
-            def between_double(p):
-                v = p.get(name)
-                if v is None:
-                    return None
-                x = cache.get(v)
-                if x is None:
-                    try:
-                        x = double_value_of(v)
-                    except JavaNumberFormatError as e:
-                        raise _nfe(e) from None
-                # Double.compare: NaN is above everything, so NaN >= lo holds and NaN <= hi does not.
-                return lo <= x <= hi
-            return between_double
-        conv = integer_value_of if k1 == "I" else long_value_of
-        cache = conv.cache
-
-        def between_integral(p):
-            v = p.get(name)
-            if v is None:
-                return None
-            x = cache.get(v)
-            if x is None:
-                try:
-                    x = conv(v)
-                except JavaNumberFormatError as e:
-                    raise _nfe(e) from None
-            return lo <= x <= hi
-        return between_integral
+        return fuse_chain(node, self.condition), "B", _NO_CONST
 
     def _in(self, node: ast.In):
         name = node.operand.name
