@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from filterlib import sql92
 from filterlib.errors import FilterEvaluationError, FilterSyntaxError

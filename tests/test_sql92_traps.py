@@ -9,7 +9,7 @@ import pytest
 from filterlib import sql92
 from filterlib.errors import FilterError, FilterEvaluationError, FilterSyntaxError
 from filterlib.sql92 import ast
-from filterlib.sql92.javanum import double_compare, double_value_of, integer_value_of, JavaNumberFormatError
+from filterlib.sql92.javanum import JavaNumberFormatError, double_compare, double_value_of, integer_value_of
 
 THROWS = object()
 

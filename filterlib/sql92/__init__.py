@@ -44,7 +44,7 @@ def compile(text: str, *, version: str = DEFAULT_VERSION) -> Sql92Expression:  #
     if not isinstance(text, str):
         raise TypeError(f"selector text must be a str, not {type(text).__name__}")
     modern = version == DEFAULT_VERSION or _has_5_1_3_keywords(version)
-    key = (text, modern)
+    key = (text, version)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:

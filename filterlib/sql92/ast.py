@@ -9,7 +9,7 @@ of the node's operator or token in the source text (not part of equality).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal as TypingLiteral, Union
+from typing import Literal as TypingLiteral
 
 # Java class of a literal: String, Integer, Long, Double, Boolean, or the null literal.
 LiteralKind = TypingLiteral["string", "int", "long", "double", "bool", "null"]
@@ -38,7 +38,7 @@ class Property:
 class Negate:
     """Unary minus: negates a number, gives null for anything else."""
 
-    operand: "Node"
+    operand: Node
     pos: int = field(default=0, compare=False)
 
 
@@ -46,7 +46,7 @@ class Negate:
 class Not:
     """Boolean NOT (null stays null)."""
 
-    operand: "Node"
+    operand: Node
     pos: int = field(default=0, compare=False)
 
 
@@ -62,7 +62,7 @@ class BoolCast:
 class And:
     """Three-valued AND over two or more operands, evaluated left to right, stopping at the first FALSE."""
 
-    operands: tuple["Node", ...]
+    operands: tuple[Node, ...]
     pos: int = field(default=0, compare=False)
 
 
@@ -70,7 +70,7 @@ class And:
 class Or:
     """Three-valued OR over two or more operands, evaluated left to right, stopping at the first TRUE."""
 
-    operands: tuple["Node", ...]
+    operands: tuple[Node, ...]
     pos: int = field(default=0, compare=False)
 
 
@@ -79,8 +79,8 @@ class Compare:
     """A ComparisonExpression: equality (`=`) or ordering, with Java's conversions between operand classes."""
 
     op: CompareOp
-    left: "Node"
-    right: "Node"
+    left: Node
+    right: Node
     pos: int = field(default=0, compare=False)
 
 
@@ -99,13 +99,13 @@ class Match:
     """`x [NOT] CONTAINS|STARTSWITH|ENDSWITH 'text'` (5.1.3+): FALSE for null, non-strings and empty text."""
 
     op: MatchOp
-    operand: "Node"
+    operand: Node
     search: str
     negated: bool = False
     pos: int = field(default=0, compare=False)
 
 
-Node = Union[Literal, Property, Negate, Not, BoolCast, And, Or, Compare, In, Match]
+Node = Literal | Property | Negate | Not | BoolCast | And | Or | Compare | In | Match
 
 BOOLEAN_NODES = (Not, BoolCast, And, Or, Compare, In, Match)
 

@@ -3,13 +3,14 @@
 Every operand's Java class is static in this language (a property is a String or null, a literal's class is
 fixed, a negation keeps its operand's number class, a condition is a Boolean or null), so each comparison is
 specialised at compile time for its pair of classes, the frequent shapes (property vs literal, IS [NOT] NULL, IN)
-get dedicated closures, and AND/OR chains are fused into one generated function (`fused`). Evaluation is then a few calls per
-message, with memoised number parsing (`javanum`). Semantics: facts §6 and ComparisonExpression.__compare.
+get dedicated closures, and AND/OR chains are fused into one generated function (`fused`). Evaluation is then
+a few calls per message, with memoised number parsing (`javanum`).
+Semantics: facts §6 and ComparisonExpression.__compare.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from filterlib.errors import FilterEvaluationError
 from filterlib.sql92 import ast

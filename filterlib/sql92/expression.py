@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from filterlib.errors import FilterEvaluationError
 from filterlib.sql92 import ast

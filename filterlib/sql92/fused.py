@@ -9,7 +9,7 @@ left-to-right, short-circuit, three-valued semantics exactly (facts §6.2–§6.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from filterlib.errors import FilterEvaluationError
 from filterlib.sql92 import ast

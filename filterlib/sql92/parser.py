@@ -17,7 +17,7 @@ from ply import yacc
 
 from filterlib.errors import FilterSyntaxError
 from filterlib.sql92 import ast
-from filterlib.sql92.javanum import LONG_MAX, INT_MAX
+from filterlib.sql92.javanum import INT_MAX, LONG_MAX
 from filterlib.sql92.lexer import KEYWORDS_5_1_3, make_lexer, tokens  # noqa: F401  (PLY reads `tokens`)
 
 # Deeper trees are refused (Java's own limit is its thread stack); real selectors are a few levels deep.
