@@ -192,7 +192,7 @@ def check_record(b, p, at_eof, file_rem, check_crc, tab):
     return ST_OK, total, sysflag, body_off, max(body_len, 0), topic_off, topic_len, props_off, max(props_len, 0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def is_schedule_topic(b, p, n):
     if n != 19:
         return False
@@ -202,7 +202,7 @@ def is_schedule_topic(b, p, n):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def parse_java_int(b, p, n):
     """Integer.parseInt over ASCII bytes: (status, value); status 0 ok, 1 invalid, 2 non-ASCII (decide in Python)."""
     for i in range(n):
@@ -252,7 +252,7 @@ def find_delay(b, p, n):
     return vs, vl
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def utf8_valid(b, p, n):
     """Strict UTF-8 validity (what Java decodes without replacement characters)."""
     i = p
@@ -292,7 +292,7 @@ def utf8_valid(b, p, n):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def all_ascii(b, p, n):
     for i in range(p, p + n):
         if b[i] >= 0x80:
@@ -300,7 +300,7 @@ def all_ascii(b, p, n):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def java_hash_utf8(b, p, n):
     """String.hashCode of valid UTF-8 bytes, over UTF-16 code units, sign-extended to int64."""
     h = np.int64(0)
@@ -326,7 +326,7 @@ def java_hash_utf8(b, p, n):
     return h - 4294967296 if h >= 2147483648 else h
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def write_int(out, q, v):
     if v < 0:
         out[q] = 45
@@ -346,7 +346,7 @@ def write_int(out, q, v):
     return q + digits
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def write_host(b, p, v6, out, q):
     """Append 'a.b.c.d:port' or '[x:x:x:x:x:x:x:x]:port' (Java getHostAddress, IPv4-mapped shown as IPv4)."""
     if v6:
@@ -454,7 +454,7 @@ def find_first(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, ta
     return ST_NOT_FOUND, end
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _same(b, p1, n1, p2, n2):
     if n1 != n2:
         return False
@@ -464,18 +464,18 @@ def _same(b, p1, n1, p2, n2):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _is_key(b, p, n, k0, k1, k2, k3):
     return n == 4 and b[p] == k0 and b[p + 1] == k1 and b[p + 2] == k2 and b[p + 3] == k3
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _is_uniq(b, p, n):
     return (n == 8 and b[p] == 85 and b[p + 1] == 78 and b[p + 2] == 73 and b[p + 3] == 81 and b[p + 4] == 95
             and b[p + 5] == 75 and b[p + 6] == 69 and b[p + 7] == 89)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _copy(src, p, n, dst, q):
     for i in range(n):
         dst[q + i] = src[p + i]
@@ -483,16 +483,26 @@ def _copy(src, p, n, dst, q):
 
 
 @njit(cache=True)
+def _copy_big(src, p, n, dst, q):
+    if n > 0:
+        dst[q:q + n] = src[p:p + n]
+    return q + n
+
+
+@njit(cache=True)
 def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, check_crc, tab, delay_ms,
-                 want_body):
+                 want_body, max_bytes):
     """Decode records from pos while they start before end, up to max_rows; gather every column.
 
+    max_bytes caps the record bytes of one batch (its buffers are sized by it; a bigger first record still fits).
     Returns (status, stop_pos, reason, rows, fixed, ...string buffers). status: ST_RANGE_END (pos >= end),
     ST_BATCH_FULL, ST_BLANK / failure reason at stop_pos, ST_EOF (pos == file end) or ST_NEED_MORE (re-read
     from stop_pos). delay_ms[level] is the delay for a level (index 0 unused); len(delay_ms) - 1 = maxDelayLevel.
     """
     n = len(b)
     avail = max(n - pos, 0)
+    first = be32(b, pos) if pos + 4 <= n else 0
+    avail = min(avail, max(max_bytes, first))
     fixed_i64 = np.empty((7, max_rows), dtype=np.int64)   # position, queue_offset, phys, born_ts, store_ts,
     fixed_i32 = np.empty((7, max_rows), dtype=np.int32)   # prep_tx_off, tags_code / size, magic, crc, qid, flag,
     slow = np.zeros(max_rows, dtype=np.uint8)             # sysflag, reconsume
@@ -536,6 +546,7 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
     sq1 = 0
     sq2 = 0
     rows = 0
+    consumed = np.int64(0)
     status = ST_RANGE_END
     reason_pos = pos
     max_level = len(delay_ms) - 1
@@ -554,6 +565,10 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
         if st != ST_OK:
             status = st
             break
+        if rows > 0 and consumed + total > avail:
+            status = ST_BATCH_FULL
+            break
+        consumed += total
         # properties: 5.x string2messageProperties over bytes; collect (key, value) spans, later key wins
         is_slow = False
         rp = 0
@@ -674,7 +689,7 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
         slow[rows] = 1 if is_slow else 0
         # strings
         if want_body:
-            bq = _copy(b, pos + bo, bl, body_data, bq)
+            bq = _copy_big(b, pos + bo, bl, body_data, bq)
         body_off[rows + 1] = bq
         tq = _copy(b, pos + to, tl, topic_data, tq)
         topic_off[rows + 1] = tq

@@ -59,6 +59,7 @@ class ScanOptions:
     check_crc: bool = False
     want_body: bool = True
     batch_rows: int = DEFAULT_BATCH_ROWS
+    batch_bytes: int = 16 << 20
     chunk_bytes: int = DEFAULT_CHUNK
     delay_levels: Sequence[int] | None = None
 
@@ -317,7 +318,7 @@ class RangeScan:
         need = o.chunk_bytes
         while True:
             res = K.decode_batch(buf, pos - boff, end - boff, boff, self.file_base, eof, fsize, o.batch_rows,
-                                 o.check_crc, tab, delay, o.want_body)
+                                 o.check_crc, tab, delay, o.want_body, o.batch_bytes)
             st, stop, rows = int(res[0]), int(res[1]), int(res[2])
             if rows:
                 batch = _build_batch(res, rows, o.want_body)
