@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from filterlib.store import consumequeue as cq, consumequeue_ext as ext
+from filterlib.store import consumequeue as cq
+from filterlib.store import consumequeue_ext as ext
 from filterlib.store.compression import decompress_body
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir

@@ -548,7 +548,6 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
     rows = 0
     consumed = np.int64(0)
     status = ST_RANGE_END
-    reason_pos = pos
     max_level = len(delay_ms) - 1
     while True:
         if pos >= end:
