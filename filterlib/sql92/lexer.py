@@ -95,6 +95,9 @@ def t_error(t):
             t.reason = f"U+{ord(ch):04X} is not whitespace here (only space, tab, CR, LF and FF are)"
         elif ord(ch) > 127:
             t.reason = f"non-ASCII character U+{ord(ch):04X} outside a string literal"
+        elif ch in "*/%":
+            t.reason = (f"unexpected character {ch!r}: no RocketMQ version has arithmetic in selectors, and property "
+                        "names may hold only A-Z, a-z, 0-9, '_' and '$'")
         else:
             t.reason = f"unexpected character {ch!r}"
     t.type = "LEXERROR"

@@ -384,6 +384,13 @@ def _where(text: str, pos: int) -> str:
     return f"column {col}" if line == 1 else f"line {line}, column {col}"
 
 
+# ActiveMQ selector words RocketMQ removed: the hint a user needs when one of them stops a parse.
+_UNSUPPORTED = {
+    "LIKE": "no RocketMQ version supports LIKE; CONTAINS, STARTSWITH and ENDSWITH exist since 5.1.3",
+    "ESCAPE": "no RocketMQ version supports LIKE ... ESCAPE",
+}
+
+
 def _syntax_error(text: str, stop: _ParseStop, old_grammar: bool) -> FilterSyntaxError:
     """A readable FilterSyntaxError for a token the grammar cannot take (or a lexical error)."""
     tok = stop.token
@@ -404,6 +411,8 @@ def _syntax_error(text: str, stop: _ParseStop, old_grammar: bool) -> FilterSynta
         msg += "; expected " + _expected(stop.expected)
     if since:
         msg += f" ({tok.value.upper()} is an operator only since RocketMQ {since})"
+    elif tok.type == "ID" and tok.value.upper() in _UNSUPPORTED:
+        msg += f" ({_UNSUPPORTED[tok.value.upper()]})"
     return FilterSyntaxError(msg, text, tok.lexpos, str(tok.value), since=since, java_cause="ParseException")
 
 
