@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -12,6 +10,7 @@ from typing import Any
 
 from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.errors import FilterError
+from filterlib.store import fastjson
 from filterlib.tags import is_tag_type
 
 SQL92_TYPE = "SQL92"
@@ -260,7 +259,7 @@ class ConsumerFilterManager:
     def encode(self, pretty: bool = True, now: int | None = None) -> str:
         """`encode(pretty)`: clean first, as the broker does on every persist, then fastjson text."""
         self.clean(now)
-        return fastjson_dumps(self.to_json(), pretty)
+        return fastjson.dumps(self.to_json(), pretty)
 
     def decode(self, text: str, now: int | None = None) -> bool:
         """`decode`: recompile, mark live records dead (now − 30 s, not before bornTime); False if bloom changed.
@@ -268,7 +267,7 @@ class ConsumerFilterManager:
         When any record's bloom data is not valid for this manager's filter (another f, n), nothing is taken and
         the current registrations stay, as the broker does (it only logs).
         """
-        root = fastjson_loads(text)
+        root = fastjson.loads(text)
         by_topic = None if root is None else root.get("filterDataByTopic")
         if by_topic is None:
             return True
@@ -332,64 +331,6 @@ def _read_text(path: Path) -> str | None:
     if not path.exists():
         return None
     return path.read_bytes().decode("utf-8", "replace")
-
-
-_KEY_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+)(?=\s*:)', re.S)
-_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
-_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\x7f-\x9f\u2028\u2029]')
-
-
-def fastjson_loads(text: str) -> Any:
-    """Parse fastjson output: standard JSON plus bare integer object keys (`{0:12,1:40}`)."""
-    quoted = _KEY_OR_STRING.sub(lambda m: f'"{m.group(1)}"' if m.group(1) is not None else m.group(0), text)
-    return json.loads(quoted)
-
-
-def _escape_char(match: re.Match) -> str:
-    """fastjson's escape of one character: short forms for \\b \\t \\n \\f \\r \\" \\\\, else \\uXXXX."""
-    c = match.group(0)
-    return _ESCAPES.get(c) or f"\\u{ord(c):04X}"
-
-
-def _dump_string(value: str) -> str:
-    """A JSON string as fastjson writes it (non-ASCII raw; C0/C1 controls, DEL, U+2028/9 escaped)."""
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, value) + '"'
-
-
-def _dump_key(key: Any) -> str:
-    """Map keys: strings quoted, integers bare (fastjson MapSerializer without WriteNonStringKeyAsString)."""
-    if isinstance(key, bool) or not isinstance(key, (str, int)):
-        raise TypeError(f"unsupported key {key!r}")
-    return _dump_string(key) if isinstance(key, str) else str(key)
-
-
-def _dump(value: Any, indent: int, pretty: bool) -> str:
-    """One value as fastjson writes it: null map values omitted, arrays inline, tabs when pretty."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _dump_string(value)
-    if isinstance(value, Mapping):
-        items = [(k, v) for k, v in value.items() if v is not None]
-        if not items:
-            return "{}"
-        if not pretty:
-            return "{" + ",".join(f"{_dump_key(k)}:{_dump(v, 0, False)}" for k, v in items) + "}"
-        pad = "\t" * (indent + 1)
-        body = ",\n".join(f"{pad}{_dump_key(k)}:{_dump(v, indent + 1, True)}" for k, v in items)
-        return "{\n" + body + "\n" + "\t" * indent + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_dump(v, indent, pretty) for v in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} as fastjson")
-
-
-def fastjson_dumps(value: Any, pretty: bool = True) -> str:
-    """`JSON.toJSONString(obj, pretty)` for the plain maps, lists and scalars of the config files."""
-    return _dump(value, 0, pretty)
 
 
 def java_utf8_bytes(text: str) -> bytes:

@@ -17,7 +17,8 @@ from refharness import eval_cases, write_store
 
 from filterlib.bloom import BloomFilter
 from filterlib.errors import FilterError, FilterEvaluationError, FilterSyntaxError
-from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, bloom_key, fastjson_dumps, fastjson_loads
+from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, bloom_key
+from filterlib.store import fastjson
 
 
 class FakeExpression:
@@ -211,10 +212,10 @@ def test_load_falls_back_to_bak(tmp_path):
 
 
 def test_fastjson_dialect():
-    assert fastjson_loads('{\n\t"offsetTable":{\n\t\t"T@G":{0:12,1:40,-1:3}\n\t}\n}') == \
-        {"offsetTable": {"T@G": {"0": 12, "1": 40, "-1": 3}}}
-    assert fastjson_loads('{"a":"x 1: y","b":[1,2]}') == {"a": "x 1: y", "b": [1, 2]}
-    assert fastjson_dumps({"a": {0: 1, 1: None}, "b": [1, 2], "c": "q\"\\\t\x01\x7f\u2028é"}) == \
+    assert fastjson.loads('{\n\t"offsetTable":{\n\t\t"T@G":{0:12,1:40,-1:3}\n\t}\n}') == \
+        {"offsetTable": {"T@G": {0: 12, 1: 40, -1: 3}}}
+    assert fastjson.loads('{"a":"x 1: y","b":[1,2]}') == {"a": "x 1: y", "b": [1, 2]}
+    assert fastjson.dumps({"a": {0: 1, 1: None}, "b": [1, 2], "c": "q\"\\\t\x01\x7f\u2028é"}) == \
         '{\n\t"a":{\n\t\t0:1\n\t},\n\t"b":[1,2],\n\t"c":"q\\"\\\\\\t\\u0001\\u007F\\u2028é"\n}'
 
 
@@ -425,7 +426,7 @@ def test_registration_rules_and_bitmaps_match_the_real_broker(run):
 @pytest.mark.reference
 def test_real_consumer_filter_json_loads_and_round_trips(run):
     text = (run["out"] / "store" / "config" / "consumerFilter.json").read_text(encoding="utf-8")
-    assert fastjson_dumps(fastjson_loads(text)) == text
+    assert fastjson.dumps(fastjson.loads(text)) == text
     bloom = run["report"]["bloom"]
     table = run_sql_table(run)
     now = max(f["bornTime"] for f in run["report"]["filters"]) + 10**6
@@ -437,7 +438,7 @@ def test_real_consumer_filter_json_loads_and_round_trips(run):
         expected[(f["topic"], f["group"])] = summary_json({**f, "deadTime": dead_time, "dead": True})
     assert {(d.topic, d.consumer_group): summary(d) for d in loaded.records()} == expected
     replayed, _ = replay_registrations(run, table)
-    assert fastjson_loads(replayed.encode(now=min(f["bornTime"] for f in run["report"]["filters"]))) == \
-        fastjson_loads(text)
+    assert fastjson.loads(replayed.encode(now=min(f["bornTime"] for f in run["report"]["filters"]))) == \
+        fastjson.loads(text)
     other = ConsumerFilterManager(bloom["f"], bloom["n"] * 2, compiler=oracle_compiler(table))
     assert not other.decode(text, now=now) and other.records() == []

@@ -1,9 +1,11 @@
-"""fastjson 1.x JSON dialect of the broker's config files: maps with non-String keys are written unquoted ({0:12})."""
+"""fastjson 1.x JSON dialect of the broker's config files: unquoted integer map keys ({0:12}), tabs when pretty."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
@@ -86,23 +88,54 @@ def _array(s: str, i: int) -> tuple[list, int]:
         raise FastjsonError(f"expected ',' or ']' at {i}")
 
 
+_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\x7f-\x9f\u2028\u2029]')
+
+
 def dumps(value: Any, pretty: bool = True) -> str:
-    """Serialize in the same dialect (int keys unquoted; tab-indented when pretty, like ConfigManager.persist)."""
+    """`JSON.toJSONString(obj, pretty)` for the plain maps, lists and scalars of the config files."""
     return _dump(value, 0, pretty)
 
 
-def _dump(v: Any, depth: int, pretty: bool) -> str:
-    nl = "\n" if pretty else ""
-    ind = "\t" * (depth + 1) if pretty else ""
-    end = "\t" * depth if pretty else ""
-    if isinstance(v, dict):
-        if not v:
+def _escape_char(match: re.Match) -> str:
+    """fastjson's escape of one character: short forms for \\b \\t \\n \\f \\r \\" \\\\, else \\uXXXX."""
+    c = match.group(0)
+    return _ESCAPES.get(c) or f"\\u{ord(c):04X}"
+
+
+def _dump_string(value: str) -> str:
+    """A JSON string as fastjson writes it (non-ASCII raw; C0/C1 controls, DEL, U+2028/9 escaped)."""
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, value) + '"'
+
+
+def _dump_key(key: Any) -> str:
+    """Map keys: strings quoted, integers bare (fastjson MapSerializer without WriteNonStringKeyAsString)."""
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise TypeError(f"unsupported key {key!r}")
+    return _dump_string(key) if isinstance(key, str) else str(key)
+
+
+def _dump(value: Any, indent: int, pretty: bool) -> str:
+    """One value as fastjson writes it: null map values omitted, arrays inline, tabs when pretty."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else "null"
+    if isinstance(value, str):
+        return _dump_string(value)
+    if isinstance(value, Mapping):
+        items = [(k, v) for k, v in value.items() if v is not None]
+        if not items:
             return "{}"
-        items = [(str(k) if isinstance(k, int) and not isinstance(k, bool) else json.dumps(str(k), ensure_ascii=False))
-                 + ":" + _dump(x, depth + 1, pretty) for k, x in v.items()]
-        return "{" + nl + ("," + nl).join(ind + it for it in items) + nl + end + "}"
-    if isinstance(v, (list, tuple, set, frozenset)):
-        if not v:
-            return "[]"
-        return "[" + nl + ("," + nl).join(ind + _dump(x, depth + 1, pretty) for x in v) + nl + end + "]"
-    return json.dumps(v, ensure_ascii=False)
+        if not pretty:
+            return "{" + ",".join(f"{_dump_key(k)}:{_dump(v, 0, False)}" for k, v in items) + "}"
+        pad = "\t" * (indent + 1)
+        body = ",\n".join(f"{pad}{_dump_key(k)}:{_dump(v, indent + 1, True)}" for k, v in items)
+        return "{\n" + body + "\n" + "\t" * indent + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_dump(v, indent, pretty) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} as fastjson")
