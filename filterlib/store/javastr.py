@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from filterlib.tags import tags_code
+
 REPL = "\ufffd"
 
 
@@ -90,15 +92,5 @@ def _malformed4_2(b1: int, b2: int) -> bool:
     return (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or not _cont(b2)
 
 
-def java_string_hash(s: str) -> int:
-    """Java `String.hashCode()` over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    for ch in s:
-        c = ord(ch)
-        if c >= 0x10000:
-            c -= 0x10000
-            h = (31 * h + (0xD800 | (c >> 10))) & 0xFFFFFFFF
-            h = (31 * h + (0xDC00 | (c & 0x3FF))) & 0xFFFFFFFF
-        else:
-            h = (31 * h + c) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+java_string_hash = tags_code
+"""Java `String.hashCode()` over UTF-16 code units, as a signed 32-bit int (one implementation: `tags_code`)."""
