@@ -9,18 +9,11 @@ from dataclasses import dataclass
 import mmh3
 import numpy as np
 
+from filterlib.store.javastr import java_utf8_encode
 from filterlib.tags import to_int32
 
 _INT_MAX = 2**31 - 1
 _INT_MIN = -(2**31)
-
-
-def java_utf8(text: str) -> bytes:
-    """Java `String.getBytes(UTF_8)`: surrogate pairs joined, each unpaired surrogate written as `?`."""
-    if text.isascii():
-        return text.encode("ascii")
-    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return joined.encode("utf-8", "replace")
 
 
 def _java_double_to_int(value: float) -> int:
@@ -137,7 +130,7 @@ class BloomFilter:
 
     def calc_bit_positions(self, key: str) -> tuple[int, ...]:
         """`calcBitPositions`: k positions from h1 of murmur3_128(UTF-8 key), `~` for negatives, mod m."""
-        h1 = mmh3.hash64(java_utf8(key), 0, True, True)[0]
+        h1 = mmh3.hash64(java_utf8_encode(key), 0, True, True)[0]
         hash1 = to_int32(h1)
         hash2 = to_int32(h1 >> 32)
         positions = []

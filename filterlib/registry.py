@@ -11,6 +11,7 @@ from typing import Any
 from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.errors import FilterError
 from filterlib.store import fastjson
+from filterlib.store.javastr import java_utf8_decode, java_utf8_encode
 from filterlib.tags import is_tag_type
 
 SQL92_TYPE = "SQL92"
@@ -319,7 +320,7 @@ class ConsumerFilterManager:
     def persist(self, path: str | Path, now: int | None = None) -> None:
         """`persist()`: clean, then write the pretty fastjson text (the old file moved to `.bak`)."""
         path = Path(path)
-        data = java_utf8_bytes(self.encode(True, now))
+        data = java_utf8_encode(self.encode(True, now))
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             path.replace(Path(str(path) + ".bak"))
@@ -330,9 +331,5 @@ def _read_text(path: Path) -> str | None:
     """`MixAll.file2String`: the UTF-8 text, or None when the file does not exist."""
     if not path.exists():
         return None
-    return path.read_bytes().decode("utf-8", "replace")
+    return java_utf8_decode(path.read_bytes())
 
-
-def java_utf8_bytes(text: str) -> bytes:
-    """Java `getBytes(UTF_8)` of a string: pairs joined, an unpaired surrogate written as `?`."""
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass").encode("utf-8", "replace")

@@ -1,4 +1,4 @@
-"""Java string semantics the store depends on: UTF-8 decoding with Java's replacement rules and String.hashCode."""
+"""Java string semantics: UTF-8 encoding and decoding with Java's replacement rules, and String.hashCode."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ REPL = "\ufffd"
 
 def _cont(b: int) -> bool:
     return (b & 0xC0) == 0x80
+
+
+def java_utf8_encode(text: str) -> bytes:
+    """Java `String.getBytes(UTF_8)`: surrogate pairs joined, each unpaired surrogate written as `?`."""
+    if text.isascii():
+        return text.encode("ascii")
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return joined.encode("utf-8", "replace")
 
 
 def java_utf8_decode(data: bytes) -> str:
