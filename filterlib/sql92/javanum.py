@@ -11,6 +11,8 @@ import math
 import re
 import unicodedata
 
+from filterlib.tags import java_trim
+
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
@@ -19,7 +21,6 @@ _ASCII_INT = re.compile(r"[+-]?[0-9]+")
 _DEC_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?")
 # Double.valueOf's hexadecimal grammar (FloatingDecimal.parseHexString), after trim().
 _HEX_FLOAT = re.compile(r"([+-])?0[xX]((?:[0-9a-fA-F]+\.?)|(?:[0-9a-fA-F]*\.[0-9a-fA-F]+))[pP]([+-])?([0-9]+)[fFdD]?")
-_TRIM = "".join(chr(c) for c in range(0x21))
 
 _CACHE_LIMIT = 65536
 
@@ -56,11 +57,6 @@ def _parse_integral(s: str, lo: int, hi: int) -> int:
     if value < lo or value > hi:
         raise _for_input(s)
     return value
-
-
-def java_trim(s: str) -> str:
-    """String.trim(): strips every char <= U+0020 from both ends (and nothing else)."""
-    return s.strip(_TRIM)
 
 
 def _parse_double(s: str) -> float:
