@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 _ROOT = Path(__file__).resolve().parent.parent

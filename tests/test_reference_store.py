@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 import refharness
 import scenarios
 
@@ -135,7 +134,7 @@ def test_store_spans_several_commitlog_files_with_blanks(scenario, out):
     walked = [_walk(f) for f in files]
     with_data = [w for w in walked if w[0]]
     assert len(with_data) >= 3
-    for records, blank in with_data[:-1]:
+    for _records, blank in with_data[:-1]:
         assert blank is not None, "every full file ends with a BLANK"
     report = _json(out / "report.json")
     assert report["way"] in ("A", "B")
@@ -153,7 +152,8 @@ def test_listing_covers_every_scenario_message(scenario, out):
     ends = [e for e in scenario["events"] if e["kind"] in ("commit", "rollback")]
     commits = sum(1 for e in ends if e["kind"] == "commit")
     assert len(listing["records"]) == len(msgs) + commits + len(ends)
-    hosts = {r["bornHost"][0] == "[" for r in listing["records"]} | {r["storeHost"][0] == "[" for r in listing["records"]}
+    hosts = ({r["bornHost"][0] == "[" for r in listing["records"]}
+             | {r["storeHost"][0] == "[" for r in listing["records"]})
     assert hosts == {True, False}, "both IPv4 and IPv6 hosts are on disk"
     for r in listing["records"]:
         assert r["bodyCRC"] == (zlib.crc32(base64.b64decode(r["body"])) & 0x7FFFFFFF)

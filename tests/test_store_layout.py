@@ -97,7 +97,7 @@ def _hand_record(*, born: bytes, born_port: int, store: bytes, store_port: int, 
 
 
 def _one_file(tmp_path, data: bytes, size: int = 1024, base: int = 0) -> str:
-    p = os.path.join(tmp_path, "%020d" % base)
+    p = os.path.join(tmp_path, f"{base:020d}")
     with open(p, "wb") as f:
         f.write(data + b"\0" * (size - len(data)))
     return p
@@ -122,7 +122,7 @@ def test_ipv4_v1_record_layout_and_decode(tmp_path) -> None:
     assert dict(row["properties"]) == {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U1", "a": "1"}
     assert (row["tags"], row["keys"], row["uniq_key"]) == ("TagA", "k1 k2", "U1")
     assert row["tags_code"] == 2598919
-    assert row["offset_msg_id"] == "7F00000100002A9F" + "%016X" % 0
+    assert row["offset_msg_id"] == "7F00000100002A9F" + f"{0:016X}"
     assert (acc.records, acc.decoded_bytes, acc.blank_bytes, acc.end_kind) == (1, len(rec), 1024 - len(rec), "blank")
     assert acc.closes
 
@@ -138,7 +138,7 @@ def test_ipv6_hosts_shift_offsets(tmp_path) -> None:
     assert row["born_host"] == "[1050:0:0:0:5:600:300c:326b]:1"
     assert row["store_host"] == "[0:0:0:0:0:0:0:1]:2"
     assert row["store_timestamp"] == 1700000000123
-    assert row["offset_msg_id"] == ("00" * 15 + "01" + "00000002" + "%016X" % 0)
+    assert row["offset_msg_id"] == ("00" * 15 + "01" + "00000002" + f"{0:016X}")
     assert len(row["offset_msg_id"]) == 56
     assert (acc.end_kind, acc.zero_tail_bytes) == ("zero_tail", 1024 - len(rec))
 

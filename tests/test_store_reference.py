@@ -57,7 +57,7 @@ def test_records_equal_listing(stores, name) -> None:
     recs = listing["records"]
     assert len(sd.commitlog.files) >= 3 and sd.commitlog.mapped_file_size == listing["fileSize"]
     assert len(rows) == len(recs) > 50
-    for r, e in zip(rows, recs):
+    for r, e in zip(rows, recs, strict=True):
         assert r["position"] == e["commitLogOffset"] and r["store_size"] == e["size"]
         assert (r["magic_code"], r["body_crc"], r["queue_id"], r["flag"], r["queue_offset"]) == \
             (e["magic"], e["bodyCRC"], e["queueId"], e["flag"], e["queueOffset"])
@@ -76,7 +76,7 @@ def test_records_equal_listing(stores, name) -> None:
     assert any(r["sys_flag"] & 0x30 for r in rows)
     blanks = {(b["file"], b["filePos"]): b["size"] for b in listing["blanks"]}
     files = {f["name"]: f for f in report["commitlog"]["files"]}
-    for f, acc in zip(sd.commitlog.files, accs):
+    for f, acc in zip(sd.commitlog.files, accs, strict=True):
         name = os.path.basename(f.path)
         assert acc.closes and not acc.damage
         if acc.end_kind == "blank":
@@ -106,12 +106,12 @@ def test_consume_queue_files_byte_identical(stores, name) -> None:
             broker_ext = {n: open(os.path.join(edir, n), "rb").read() for n in sorted(os.listdir(edir))}
             ext_units = [u for n, data in broker_ext.items() for _, u in ext.iter_file_units(data, int(n))]
             assert [(u.tags_code, u.msg_store_time) for u in ext_units] == \
-                [(c, r["store_timestamp"]) for c, r in zip(codes, _rows_of(rows, topic, qid))]
+                [(c, r["store_timestamp"]) for c, r in zip(codes, _rows_of(rows, topic, qid), strict=True)]
             mine, addrs = ext.encode_ext_files(ext_units, st["mappedFileSizeConsumeQueueExt"])
             assert mine == broker_ext
             compared += len(mine)
             codes = addrs
-        files = cq.encode_queue_files([(u[1], u[2], c) for u, c in zip(units, codes)],
+        files = cq.encode_queue_files([(u[1], u[2], c) for u, c in zip(units, codes, strict=True)],
                                       st["mappedFileSizeConsumeQueue"])
         qdir = sd.queue_dir(topic, qid)
         broker = {n: open(os.path.join(qdir, n), "rb").read() for n in sorted(os.listdir(qdir))}
@@ -119,7 +119,7 @@ def test_consume_queue_files_byte_identical(stores, name) -> None:
         compared += len(files)
         if ext_on:
             resolved = sd.read_ext(topic, qid)
-            for u, r in zip(sd.read_queue(topic, qid), _rows_of(rows, topic, qid)):
+            for u, r in zip(sd.read_queue(topic, qid), _rows_of(rows, topic, qid), strict=True):
                 assert resolved[u.tags_code].tags_code == r["tags_code"]
     assert compared > 10
 

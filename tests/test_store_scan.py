@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+from itertools import pairwise
 
 from filterlib.store import commitlog as cl
 from filterlib.store.compression import compress, decompress_body, sys_flag_for
@@ -121,4 +122,4 @@ def test_iter_ranges_tiles_file() -> None:
     for size, target in [(0, 10), (1, 10), (4096, 1000), (1 << 30, 256 << 20), (100, 1)]:
         rs = iter_ranges(size, target)
         assert rs[0][0] == 0 and rs[-1][1] == size
-        assert all(a[1] == b[0] for a, b in zip(rs, rs[1:]))
+        assert all(a[1] == b[0] for a, b in pairwise(rs))

@@ -7,6 +7,7 @@ import struct
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -59,7 +60,7 @@ def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
         return CommitLogFiles(files, 0, issues)
     top = max(sizes.values())
     size = max(s for s, c in sizes.items() if c == top)
-    gaps = [b.base - a.base for a, b in zip(files, files[1:])]
+    gaps = [b.base - a.base for a, b in pairwise(files)]
     if gaps and min(gaps) > size and all(g % min(gaps) == 0 for g in gaps) and len(sizes) > 1:
         size = min(gaps)
     for f in files:
@@ -67,7 +68,7 @@ def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
             issues.append(f"{f.path}: size {f.size} differs from the mapped file size {size}")
         if f.base % size:
             issues.append(f"{f.path}: start offset is not a multiple of the mapped file size {size}")
-    for a, b in zip(files, files[1:]):
+    for a, b in pairwise(files):
         if b.base != a.base + size:
             issues.append(f"gap or overlap between {os.path.basename(a.path)} and {os.path.basename(b.path)}")
     return CommitLogFiles(files, size, issues)
@@ -138,4 +139,4 @@ class StoreDir:
         names = ["physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
                  "confirmPhyOffset"]
         n = len(data) // 8
-        return dict(zip(names, struct.unpack(f">{n}q", data[: n * 8]))) if n >= 3 else None
+        return dict(zip(names, struct.unpack(f">{n}q", data[: n * 8]), strict=False)) if n >= 3 else None
