@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from filterlib.errors import StoreFormatError
 from filterlib.store import fastjson
 from filterlib.store.brokerconf import BrokerFilterConf
 from filterlib.store.consumequeue import CqUnit, read_queue
@@ -78,10 +79,15 @@ class StoreDir:
     """A broker store root (a dump): commitlog, consumequeue, consumequeue_ext, config, checkpoint, broker.conf."""
 
     def __init__(self, root: str, commitlog_dirs: str | list[str] | None = None, broker_conf: str | None = None):
+        if not os.path.isdir(root):
+            raise StoreFormatError("store directory not found", path=root)
         self.root = root
         self.conf = BrokerFilterConf.load(broker_conf) if broker_conf else BrokerFilterConf()
         dirs = commitlog_dirs or self.conf.storePathCommitLog or os.path.join(root, "commitlog")
         self.commitlog = list_commitlog(dirs)
+        if not self.commitlog.files:
+            raise StoreFormatError("no commitlog files (20-digit offset names) found", path=str(dirs))
+        self.issues: list[str] = list(self.commitlog.issues)
 
     def decode_commitlog(self, opts: ScanOptions | None = None, split_bytes: int | None = None
                          ) -> Iterator[tuple[MappedFile, list[pa.RecordBatch], FileAccount]]:
@@ -119,14 +125,29 @@ class StoreDir:
         return read_ext_queue(d) if os.path.isdir(d) else {}
 
     def config(self, name: str) -> Any | None:
-        """config/<name>.json parsed in fastjson's dialect (falls back to the .bak sibling); None if absent."""
-        for suffix in ("", ".bak"):
-            p = os.path.join(self.root, "config", f"{name}.json{suffix}")
-            if os.path.isfile(p):
-                with open(p, encoding="utf-8") as f:
-                    text = f.read()
-                if text.strip():
-                    return fastjson.loads(text)
+        """config/<name>.json in fastjson's dialect; None if absent.
+
+        Like the broker's ConfigManager.load, a missing, empty or unreadable file falls back to its `.bak`
+        sibling. Every unreadable file is recorded in `issues`; when neither parses, the broker starts with an
+        empty config, and so does this (None), with the issue saying so.
+        """
+        path = os.path.join(self.root, "config", f"{name}.json")
+        errors: list[str] = []
+        for p in (path, path + ".bak"):
+            if not os.path.isfile(p):
+                continue
+            with open(p, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            if not text:
+                continue
+            try:
+                return fastjson.loads(text)
+            except ValueError as e:
+                errors.append(f"{p}: {e}")
+                self.issues.append(f"{p}: not valid fastjson ({e}); trying the backup as the broker does")
+        if errors:
+            self.issues.append(f"{path}: neither the file nor its backup is readable; the broker would start "
+                               f"with an empty {name}")
         return None
 
     def checkpoint(self) -> dict[str, int] | None:
