@@ -32,7 +32,7 @@ def _templates(n: int = 512) -> list[bytes]:
     out = []
     for i in range(n):
         props = {"TAGS": rng.choice(["TagA", "TagB", "TagC", "order-created"]), "KEYS": f"k{i} order-{i * 7}",
-                 "UNIQ_KEY": "7F0000010C3B18B4AAC2%012X" % i, "CLUSTER": "DefaultCluster", "WAIT": "true",
+                 "UNIQ_KEY": f"7F0000010C3B18B4AAC2{i:012X}", "CLUSTER": "DefaultCluster", "WAIT": "true",
                  "a": str(rng.randint(0, 9)), "region": rng.choice(["eu", "us", "ap"]), "TRACE_ON": "true"}
         body = bytes(rng.randrange(256) for _ in range(rng.randint(300, 700)))
         out.append(cl.encode_record(topic=rng.choice(["TopicTest", "orders", "payments"]), body=body,

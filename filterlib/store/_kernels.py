@@ -465,6 +465,14 @@ def _same(b, p1, n1, p2, n2):
 
 
 @njit(cache=True, inline="always")
+def _same2(x, px, y, py, n):
+    for i in range(n):
+        if x[px + i] != y[py + i]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
 def _is_key(b, p, n, k0, k1, k2, k3):
     return n == 4 and b[p] == k0 and b[p + 1] == k1 and b[p + 2] == k2 and b[p + 3] == k3
 
@@ -476,52 +484,66 @@ def _is_uniq(b, p, n):
 
 
 @njit(cache=True, inline="always")
+def _is_delay(b, p, n):
+    return n == 5 and b[p] == 68 and b[p + 1] == 69 and b[p + 2] == 76 and b[p + 3] == 65 and b[p + 4] == 89
+
+
+@njit(cache=True, inline="always")
 def _copy(src, p, n, dst, q):
-    for i in range(n):
-        dst[q + i] = src[p + i]
+    """dst[q:q+n] = src[p:p+n]; returns q + n. Unsigned indices: no wraparound checks, so LLVM vectorises it."""
+    up = np.uint64(p)
+    uq = np.uint64(q)
+    for i in range(np.uint64(n)):
+        dst[uq + i] = src[up + i]
     return q + n
 
 
 @njit(cache=True)
-def _copy_big(src, p, n, dst, q):
-    if n > 0:
-        dst[q:q + n] = src[p:p + n]
-    return q + n
+def props_pairs(b, a, n, pairs):
+    """(key, value) spans of a properties region, 5.x rules, a later duplicate key replacing the value in place."""
+    rp = 0
+    i = a
+    lim = a + n
+    while i < lim:
+        e = i
+        while e < lim and b[e] != 2:
+            e += 1
+        s = i
+        while s < e and b[s] != 1:
+            s += 1
+        if s > i and s < e - 1:
+            dup = -1
+            for k in range(rp):
+                if _same(b, pairs[k, 0], pairs[k, 1], i, s - i):
+                    dup = k
+                    break
+            if dup >= 0:
+                pairs[dup, 2] = s + 1
+                pairs[dup, 3] = e - s - 1
+            else:
+                pairs[rp, 0] = i
+                pairs[rp, 1] = s - i
+                pairs[rp, 2] = s + 1
+                pairs[rp, 3] = e - s - 1
+                rp += 1
+        i = e + 1
+    return rp
 
 
 @njit(cache=True)
-def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, check_crc, tab, delay_ms,
-                 want_body, max_bytes):
-    """Decode records from pos while they start before end, up to max_rows; gather every column.
+def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, tab, delay_ms, want_body, avail,
+                 fixed_i64, fixed_i32, slow, body_off, body_data, topic_off, topic_data, host_off, host_data,
+                 msgid_off, msgid_data, map_off, key_off, key_data, val_off, val_data, spec_off, spec_valid,
+                 spec_data):
+    """Decode records from pos while they start before end into the caller's column buffers.
 
-    max_bytes caps the record bytes of one batch (its buffers are sized by it; a bigger first record still fits).
-    Returns (status, stop_pos, reason, rows, fixed, ...string buffers). status: ST_RANGE_END (pos >= end),
-    ST_BATCH_FULL, ST_BLANK / failure reason at stop_pos, ST_EOF (pos == file end) or ST_NEED_MORE (re-read
-    from stop_pos). delay_ms[level] is the delay for a level (index 0 unused); len(delay_ms) - 1 = maxDelayLevel.
+    A batch holds at most len(slow) rows and `avail` record bytes (a bigger first record still counts); every
+    string buffer holds `avail` bytes, host/msgid buffers 56 bytes a row, key/value offsets avail // 3 + rows + 1.
+    Returns (status, stop_pos, rows). status: ST_RANGE_END (pos >= end), ST_BATCH_FULL, ST_BLANK / failure reason
+    at stop_pos, ST_EOF (pos == file end) or ST_NEED_MORE (re-read from stop_pos). delay_ms[level] is the delay
+    for a level (index 0 unused); len(delay_ms) - 1 = maxDelayLevel. Properties follow the 5.x parse rules.
     """
-    n = len(b)
-    avail = max(n - pos, 0)
-    first = be32(b, pos) if pos + 4 <= n else 0
-    avail = min(avail, max(max_bytes, first))
-    fixed_i64 = np.empty((7, max_rows), dtype=np.int64)   # position, queue_offset, phys, born_ts, store_ts,
-    fixed_i32 = np.empty((7, max_rows), dtype=np.int32)   # prep_tx_off, tags_code / size, magic, crc, qid, flag,
-    slow = np.zeros(max_rows, dtype=np.uint8)             # sysflag, reconsume
-    body_off = np.empty(max_rows + 1, dtype=np.int32)
-    body_data = np.empty(avail if want_body else 0, dtype=np.uint8)
-    topic_off = np.empty(max_rows + 1, dtype=np.int32)
-    topic_data = np.empty(avail, dtype=np.uint8)
-    host_off = np.empty((2, max_rows + 1), dtype=np.int32)
-    host_data = np.empty((2, max_rows * 56), dtype=np.uint8)
-    msgid_off = np.empty(max_rows + 1, dtype=np.int32)
-    msgid_data = np.empty(max_rows * 56, dtype=np.uint8)
-    map_off = np.empty(max_rows + 1, dtype=np.int32)
-    key_off = np.empty(avail // 3 + max_rows + 1, dtype=np.int32)
-    key_data = np.empty(avail, dtype=np.uint8)
-    val_off = np.empty(avail // 3 + max_rows + 1, dtype=np.int32)
-    val_data = np.empty(avail, dtype=np.uint8)
-    spec_off = np.empty((3, max_rows + 1), dtype=np.int32)  # tags, keys, uniq_key
-    spec_valid = np.zeros((3, max_rows), dtype=np.uint8)
-    spec_data = np.empty((3, avail), dtype=np.uint8)
+    max_rows = len(slow)
     pairs = np.empty((10930, 4), dtype=np.int64)
     body_off[0] = 0
     topic_off[0] = 0
@@ -568,9 +590,8 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
             status = ST_BATCH_FULL
             break
         consumed += total
-        # properties: 5.x string2messageProperties over bytes; collect (key, value) spans, later key wins
         is_slow = False
-        rp = 0
+        np_row = npairs
         tags_s = np.int64(-1)
         tags_l = np.int64(0)
         keys_s = np.int64(-1)
@@ -580,46 +601,62 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
         delay_s = np.int64(-1)
         delay_l = np.int64(0)
         if pl > 0:
+            # One pass: find 0x01/0x02, copy keys and values, OR the bytes to spot non-ASCII. A duplicate key
+            # (rare) rewinds the row and takes the general path.
             a = pos + po
             lim = a + pl
-            if not all_ascii(b, a, pl):
-                if not utf8_valid(b, a, pl):
-                    is_slow = True
+            kq_row = kq
+            vq_row = vq
+            hi = 0
+            dup = False
             i = a
             while i < lim:
-                e = i
-                while e < lim and b[e] != 2:
-                    e += 1
-                if e - i >= 3:
-                    s = i
-                    while s < e and b[s] != 1:
-                        s += 1
-                    if s > i and s < e - 1:
-                        dup = -1
-                        for k in range(rp):
-                            if _same(b, pairs[k, 0], pairs[k, 1], i, s - i):
-                                dup = k
-                                break
-                        if dup >= 0:
-                            pairs[dup, 2] = s + 1
-                            pairs[dup, 3] = e - s - 1
-                        else:
-                            pairs[rp, 0] = i
-                            pairs[rp, 1] = s - i
-                            pairs[rp, 2] = s + 1
-                            pairs[rp, 3] = e - s - 1
-                            rp += 1
-                i = e + 1
-            for k in range(rp):
-                ks = pairs[k, 0]
-                kl = pairs[k, 1]
-                vs = pairs[k, 2]
-                vl = pairs[k, 3]
-                kq = _copy(b, ks, kl, key_data, kq)
-                key_off[npairs + 1] = kq
-                vq = _copy(b, vs, vl, val_data, vq)
-                val_off[npairs + 1] = vq
+                ks = i
+                kq_item = kq
+                c = 0
+                while i < lim:
+                    c = b[i]
+                    if c == 1 or c == 2:
+                        break
+                    hi |= c
+                    key_data[kq] = c
+                    kq += 1
+                    i += 1
+                if i == lim:
+                    kq = kq_item
+                    break
+                kl = i - ks
+                if c == 2 or kl == 0:
+                    kq = kq_item
+                    while i < lim and b[i] != 2:
+                        hi |= b[i]
+                        i += 1
+                    i += 1
+                    continue
+                i += 1
+                vs = i
+                while i < lim:
+                    c = b[i]
+                    if c == 2:
+                        break
+                    hi |= c
+                    val_data[vq] = c
+                    vq += 1
+                    i += 1
+                vl = i - vs
+                i += 1
+                if vl == 0:
+                    kq = kq_item
+                    continue
+                for k in range(np_row, npairs):
+                    if key_off[k + 1] - key_off[k] == kl and _same2(key_data, key_off[k], b, ks, kl):
+                        dup = True
+                        break
+                if dup:
+                    break
                 npairs += 1
+                key_off[npairs] = kq
+                val_off[npairs] = vq
                 if kl == 4:
                     if _is_key(b, ks, kl, 84, 65, 71, 83):
                         tags_s = vs
@@ -627,26 +664,63 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
                     elif _is_key(b, ks, kl, 75, 69, 89, 83):
                         keys_s = vs
                         keys_l = vl
-                elif kl == 5 and b[ks] == 68 and b[ks + 1] == 69 and b[ks + 2] == 76 and b[ks + 3] == 65 \
-                        and b[ks + 4] == 89:
-                    delay_s = vs
-                    delay_l = vl
-                elif _is_uniq(b, ks, kl):
-                    uniq_s = vs
-                    uniq_l = vl
+                elif kl == 5:
+                    if _is_delay(b, ks, kl):
+                        delay_s = vs
+                        delay_l = vl
+                elif kl == 8:
+                    if _is_uniq(b, ks, kl):
+                        uniq_s = vs
+                        uniq_l = vl
+            if dup:
+                npairs = np_row
+                kq = kq_row
+                vq = vq_row
+                rp = props_pairs(b, a, pl, pairs)
+                for k in range(rp):
+                    ks = pairs[k, 0]
+                    kl = pairs[k, 1]
+                    vs = pairs[k, 2]
+                    vl = pairs[k, 3]
+                    kq = _copy(b, ks, kl, key_data, kq)
+                    key_off[npairs + 1] = kq
+                    vq = _copy(b, vs, vl, val_data, vq)
+                    val_off[npairs + 1] = vq
+                    npairs += 1
+                    if _is_key(b, ks, kl, 84, 65, 71, 83):
+                        tags_s = vs
+                        tags_l = vl
+                    elif _is_key(b, ks, kl, 75, 69, 89, 83):
+                        keys_s = vs
+                        keys_l = vl
+                    elif _is_delay(b, ks, kl):
+                        delay_s = vs
+                        delay_l = vl
+                    elif _is_uniq(b, ks, kl):
+                        uniq_s = vs
+                        uniq_l = vl
+                is_slow = not all_ascii(b, a, pl) and not utf8_valid(b, a, pl)
+            elif hi >= 0x80:
+                is_slow = not utf8_valid(b, a, pl)
         map_off[rows + 1] = npairs
         tags_code = np.int64(0)
         if tags_s >= 0 and not is_slow:
             tags_code = java_hash_utf8(b, tags_s, tags_l)
-        if not all_ascii(b, pos + to, tl) and not utf8_valid(b, pos + to, tl):
+        # topic: copy and spot non-ASCII in one loop
+        t0 = pos + to
+        thi = 0
+        for k in range(tl):
+            c = b[t0 + k]
+            thi |= c
+            topic_data[tq + k] = c
+        tq += tl
+        topic_off[rows + 1] = tq
+        if thi >= 0x80 and not utf8_valid(b, t0, tl):
             is_slow = True
-        if delay_s >= 0 and is_schedule_topic(b, pos + to, tl):
+        if delay_s >= 0 and is_schedule_topic(b, t0, tl):
             ds, level = parse_java_int(b, delay_s, delay_l)
             if ds == 1:
                 status = ST_BAD_DELAY_LEVEL
-                npairs -= rp
-                kq = key_off[npairs]
-                vq = val_off[npairs]
                 break
             if ds == 2:
                 is_slow = True
@@ -657,13 +731,13 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
                     tags_code = be64(b, pos + 56 + (12 if sysflag & 0x10 else 0)) + delay_ms[level]
         if tags_s >= 0:
             sq0 = _copy(b, tags_s, tags_l, spec_data[0], sq0)
-            spec_valid[0, rows] = 1
         if keys_s >= 0:
             sq1 = _copy(b, keys_s, keys_l, spec_data[1], sq1)
-            spec_valid[1, rows] = 1
         if uniq_s >= 0:
             sq2 = _copy(b, uniq_s, uniq_l, spec_data[2], sq2)
-            spec_valid[2, rows] = 1
+        spec_valid[0, rows] = tags_s >= 0
+        spec_valid[1, rows] = keys_s >= 0
+        spec_valid[2, rows] = uniq_s >= 0
         spec_off[0, rows + 1] = sq0
         spec_off[1, rows + 1] = sq1
         spec_off[2, rows + 1] = sq2
@@ -686,12 +760,9 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
         fixed_i32[5, rows] = sysflag
         fixed_i32[6, rows] = be32(b, pos + sh + store_len)
         slow[rows] = 1 if is_slow else 0
-        # strings
         if want_body:
-            bq = _copy_big(b, pos + bo, bl, body_data, bq)
+            bq = _copy(b, pos + bo, bl, body_data, bq)
         body_off[rows + 1] = bq
-        tq = _copy(b, pos + to, tl, topic_data, tq)
-        topic_off[rows + 1] = tq
         hq0 = write_host(b, pos + 48, sysflag & 0x10, host_data[0], hq0)
         host_off[0, rows + 1] = hq0
         hq1 = write_host(b, pos + sh, sysflag & 0x20, host_data[1], hq1)
@@ -725,6 +796,4 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, max_rows, c
         msgid_off[rows + 1] = mq
         rows += 1
         pos += total
-    return (status, pos, rows, fixed_i64, fixed_i32, slow, body_off, body_data, topic_off, topic_data,
-            host_off, host_data, msgid_off, msgid_data, map_off, key_off, key_data, val_off, val_data,
-            spec_off, spec_valid, spec_data)
+    return status, pos, rows

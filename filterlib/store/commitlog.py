@@ -86,7 +86,7 @@ def body_crc(body: bytes) -> int:
 
 def file_name(offset: int) -> str:
     """Mapped-file name for a start offset: 20-digit zero-padded decimal (UtilAll.offset2FileName)."""
-    return "%020d" % offset
+    return f"{offset:020d}"
 
 
 def parse_host(text: str) -> tuple[bytes, int]:
@@ -101,9 +101,9 @@ def format_host(addr: bytes, port: int) -> str:
     if len(addr) == 16 and addr[:12] == b"\0" * 10 + b"\xff\xff":
         addr = addr[12:]
     if len(addr) == 4:
-        return "%d.%d.%d.%d:%d" % (addr[0], addr[1], addr[2], addr[3], port)
+        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}:{port}"
     groups = struct.unpack(">8H", addr)
-    return "[" + ":".join("%x" % g for g in groups) + "]:%d" % port
+    return "[" + ":".join(f"{g:x}" for g in groups) + f"]:{port}"
 
 
 def offset_msg_id(store_addr: bytes, store_port: int, phys_offset: int) -> str:

@@ -177,41 +177,103 @@ def iter_ranges(file_size: int, target_bytes: int) -> list[tuple[int, int]]:
     return [(s, min(s + step, file_size)) for s in range(0, file_size, step)]
 
 
-def _arr_str(off: np.ndarray, data: np.ndarray, rows: int, typ: pa.DataType = pa.string(),
-             valid: np.ndarray | None = None) -> pa.Array:
-    offsets = off[: rows + 1]
-    nbytes = int(offsets[rows]) if rows else 0
-    vbuf = None
-    nulls = 0
-    if valid is not None:
-        v = valid[:rows].astype(bool)
-        nulls = rows - int(v.sum())
-        if nulls:
-            vbuf = pa.py_buffer(np.packbits(v, bitorder="little"))
-    return pa.Array.from_buffers(typ, rows, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data[:nbytes])],
-                                 null_count=nulls)
+_MIN_RECORD = 91  # 74 fixed bytes + two 8-byte hosts + a 1-byte topic length
 
 
-def _build_batch(res: tuple, rows: int, want_body: bool) -> pa.RecordBatch:
-    (_, _, _, f64, f32, _slow, body_off, body_data, topic_off, topic_data, host_off, host_data, msgid_off,
-     msgid_data, map_off, key_off, key_data, val_off, val_data, spec_off, spec_valid, spec_data) = res
-    npairs = int(map_off[rows])
-    keys = _arr_str(key_off, key_data, npairs)
-    vals = _arr_str(val_off, val_data, npairs)
-    props = pa.MapArray.from_arrays(pa.array(map_off[: rows + 1]), keys, vals)
-    body = _arr_str(body_off, body_data, rows, pa.binary()) if want_body else pa.nulls(rows, pa.binary())
-    cols = [
-        pa.array(f64[0, :rows]), pa.array(f32[0, :rows]), pa.array(f32[1, :rows]), pa.array(f32[2, :rows]),
-        pa.array(f32[3, :rows]), pa.array(f32[4, :rows]), pa.array(f64[1, :rows]), pa.array(f64[2, :rows]),
-        pa.array(f32[5, :rows]), pa.array(f64[3, :rows]), _arr_str(host_off[0], host_data[0], rows),
-        pa.array(f64[4, :rows]), _arr_str(host_off[1], host_data[1], rows), pa.array(f32[6, :rows]),
-        pa.array(f64[5, :rows]), body, _arr_str(topic_off, topic_data, rows), props,
-        _arr_str(spec_off[0], spec_data[0], rows, valid=spec_valid[0]),
-        _arr_str(spec_off[1], spec_data[1], rows, valid=spec_valid[1]),
-        _arr_str(spec_off[2], spec_data[2], rows, valid=spec_valid[2]),
-        pa.array(f64[6, :rows]), _arr_str(msgid_off, msgid_data, rows),
+class _Columns:
+    """Column buffers for one batch, from Arrow's pool (freed blocks come back without page faults)."""
+
+    def __init__(self, rows: int, avail: int, want_body: bool):
+        self.rows = rows = max(1, min(rows, avail // _MIN_RECORD + 1))
+        avail = max(avail, 1)
+        npairs = avail // 3 + rows + 1
+        self.bufs: dict[str, pa.Buffer] = {}
+        self.fixed_i64 = self._take("fixed_i64", np.int64, 7 * rows).reshape(7, rows)
+        self.fixed_i32 = self._take("fixed_i32", np.int32, 7 * rows).reshape(7, rows)
+        self.slow = self._take("slow", np.uint8, rows)
+        self.body_off = self._take("body_off", np.int32, rows + 1)
+        self.body_data = self._take("body_data", np.uint8, avail if want_body else 1)
+        self.topic_off = self._take("topic_off", np.int32, rows + 1)
+        self.topic_data = self._take("topic_data", np.uint8, avail)
+        self.host_off = self._take("host_off", np.int32, 2 * (rows + 1)).reshape(2, rows + 1)
+        self.host_data = self._take("host_data", np.uint8, 2 * rows * 56).reshape(2, rows * 56)
+        self.msgid_off = self._take("msgid_off", np.int32, rows + 1)
+        self.msgid_data = self._take("msgid_data", np.uint8, rows * 56)
+        self.map_off = self._take("map_off", np.int32, rows + 1)
+        self.key_off = self._take("key_off", np.int32, npairs)
+        self.key_data = self._take("key_data", np.uint8, avail)
+        self.val_off = self._take("val_off", np.int32, npairs)
+        self.val_data = self._take("val_data", np.uint8, avail)
+        self.spec_off = self._take("spec_off", np.int32, 3 * (rows + 1)).reshape(3, rows + 1)
+        self.spec_valid = self._take("spec_valid", np.uint8, 3 * rows).reshape(3, rows)
+        self.spec_data = self._take("spec_data", np.uint8, 3 * avail).reshape(3, avail)
+
+    def _take(self, name: str, dtype: type, n: int) -> np.ndarray:
+        buf = pa.allocate_buffer(n * np.dtype(dtype).itemsize)
+        self.bufs[name] = buf
+        return np.frombuffer(buf, dtype=dtype)
+
+    def args(self) -> tuple:
+        """The kernel's output arguments, in order."""
+        return (self.fixed_i64, self.fixed_i32, self.slow, self.body_off, self.body_data, self.topic_off,
+                self.topic_data, self.host_off, self.host_data, self.msgid_off, self.msgid_data, self.map_off,
+                self.key_off, self.key_data, self.val_off, self.val_data, self.spec_off, self.spec_valid,
+                self.spec_data)
+
+    def _slice(self, name: str, start: int, nbytes: int) -> pa.Buffer:
+        return self.bufs[name].slice(start, nbytes)
+
+    def fixed(self, name: str, typ: pa.DataType, k: int, n: int) -> pa.Array:
+        """Row k of a (7, rows) fixed-width buffer as an Arrow array of n values."""
+        width = typ.byte_width
+        return pa.Array.from_buffers(typ, n, [None, self._slice(name, k * self.rows * width, n * width)])
+
+    def strings(self, off: str, data: str, k: int, n: int, typ: pa.DataType | None = None,
+                valid: np.ndarray | None = None) -> pa.Array:
+        """Row k of an offsets buffer (rows + 1 per row) over row k of its data buffer, as n strings."""
+        offsets = getattr(self, off)
+        offsets = offsets[k] if offsets.ndim == 2 else offsets
+        data_arr = getattr(self, data)
+        data_stride = data_arr.shape[1] if data_arr.ndim == 2 else 0
+        nbytes = int(offsets[n])
+        width = offsets.shape[0] * 4
+        vbuf = None
+        nulls = 0
+        if valid is not None:
+            v = valid[:n].view(bool)
+            nulls = n - int(np.count_nonzero(v))
+            if nulls:
+                vbuf = pa.py_buffer(np.packbits(v, bitorder="little"))
+        return pa.Array.from_buffers(typ or pa.string(), n, [vbuf, self._slice(off, k * width, (n + 1) * 4),
+                                                             self._slice(data, k * data_stride, nbytes)],
+                                     null_count=nulls)
+
+
+def _build_batch(cols: _Columns, rows: int, want_body: bool) -> pa.RecordBatch:
+    i64, i32 = pa.int64(), pa.int32()
+    npairs = int(cols.map_off[rows])
+    keys = cols.strings("key_off", "key_data", 0, npairs)
+    vals = cols.strings("val_off", "val_data", 0, npairs)
+    map_offsets = pa.Array.from_buffers(i32, rows + 1, [None, cols.bufs["map_off"].slice(0, (rows + 1) * 4)])
+    props = pa.MapArray.from_arrays(map_offsets, keys, vals)
+    body = (cols.strings("body_off", "body_data", 0, rows, pa.binary()) if want_body
+            else pa.nulls(rows, pa.binary()))
+    a64 = "fixed_i64"
+    a32 = "fixed_i32"
+    arrays = [
+        cols.fixed(a64, i64, 0, rows), cols.fixed(a32, i32, 0, rows), cols.fixed(a32, i32, 1, rows),
+        cols.fixed(a32, i32, 2, rows), cols.fixed(a32, i32, 3, rows), cols.fixed(a32, i32, 4, rows),
+        cols.fixed(a64, i64, 1, rows), cols.fixed(a64, i64, 2, rows), cols.fixed(a32, i32, 5, rows),
+        cols.fixed(a64, i64, 3, rows), cols.strings("host_off", "host_data", 0, rows),
+        cols.fixed(a64, i64, 4, rows), cols.strings("host_off", "host_data", 1, rows),
+        cols.fixed(a32, i32, 6, rows), cols.fixed(a64, i64, 5, rows), body,
+        cols.strings("topic_off", "topic_data", 0, rows), props,
+        cols.strings("spec_off", "spec_data", 0, rows, valid=cols.spec_valid[0]),
+        cols.strings("spec_off", "spec_data", 1, rows, valid=cols.spec_valid[1]),
+        cols.strings("spec_off", "spec_data", 2, rows, valid=cols.spec_valid[2]),
+        cols.fixed(a64, i64, 6, rows), cols.strings("msgid_off", "msgid_data", 0, rows),
     ]
-    return pa.RecordBatch.from_arrays(cols, schema=SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
 def _fix_slow(batch: pa.RecordBatch, slow: np.ndarray, buf: np.ndarray, rel0: int, opts: ScanOptions
@@ -317,19 +379,24 @@ class RangeScan:
         r.sync = pos
         need = o.chunk_bytes
         while True:
-            res = K.decode_batch(buf, pos - boff, end - boff, boff, self.file_base, eof, fsize, o.batch_rows,
-                                 o.check_crc, tab, delay, o.want_body, o.batch_bytes)
+            rel = pos - boff
+            avail = max(len(buf) - rel, 0)
+            first = int.from_bytes(buf[rel:rel + 4].tobytes(), "big", signed=True) if rel + 4 <= len(buf) else 0
+            avail = min(avail, max(o.batch_bytes, first))
+            cols = _Columns(o.batch_rows, avail, o.want_body)
+            res = K.decode_batch(buf, rel, end - boff, boff, self.file_base, eof, fsize, o.check_crc, tab, delay,
+                                 o.want_body, avail, *cols.args())
             st, stop, rows = int(res[0]), int(res[1]), int(res[2])
             if rows:
-                batch = _build_batch(res, rows, o.want_body)
-                batch, cut, why = _fix_slow(batch, res[5], buf, self.file_base + boff, o)
+                batch = _build_batch(cols, rows, o.want_body)
+                batch, cut, why = _fix_slow(batch, cols.slow, buf, self.file_base + boff, o)
                 if cut is not None:
-                    stop = int(res[3][0, cut]) - self.file_base - boff
+                    stop = int(cols.fixed_i64[0, cut]) - self.file_base - boff
                     st = why
                     rows = cut
                 if rows:
                     r.records += rows
-                    r.bytes += int(res[4][0, :rows].sum(dtype=np.int64))
+                    r.bytes += int(cols.fixed_i32[0, :rows].sum(dtype=np.int64))
                     yield batch
             newpos = boff + stop
             if st == K.ST_BATCH_FULL:
