@@ -38,6 +38,7 @@ ST_NOT_FOUND = 105
 SCHEDULE_TOPIC = np.frombuffer(b"SCHEDULE_TOPIC_XXXX", dtype=np.uint8).copy()
 HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
 HEXL = np.frombuffer(b"0123456789abcdef", dtype=np.uint8).copy()
+_U1 = np.uint64(1)
 
 
 def make_crc_table() -> np.ndarray:
@@ -347,6 +348,22 @@ def write_int(out, q, v):
 
 
 @njit(cache=True, inline="always")
+def _write_u8(out, q, v):
+    """Append the decimal digits of a byte value."""
+    if v >= 100:
+        out[q] = 48 + v // 100
+        out[q + 1] = 48 + (v // 10) % 10
+        out[q + 2] = 48 + v % 10
+        return q + 3
+    if v >= 10:
+        out[q] = 48 + v // 10
+        out[q + 1] = 48 + v % 10
+        return q + 2
+    out[q] = 48 + v
+    return q + 1
+
+
+@njit(cache=True, inline="always")
 def write_host(b, p, v6, out, q):
     """Append 'a.b.c.d:port' or '[x:x:x:x:x:x:x:x]:port' (Java getHostAddress, IPv4-mapped shown as IPv4)."""
     if v6:
@@ -385,7 +402,7 @@ def write_host(b, p, v6, out, q):
             if k:
                 out[q] = 46
                 q += 1
-            q = write_int(out, q, np.int64(b[p + k]))
+            q = _write_u8(out, q, b[p + k])
         port = be32(b, p + 4)
     out[q] = 58
     q += 1
@@ -571,6 +588,10 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
     consumed = np.int64(0)
     status = ST_RANGE_END
     max_level = len(delay_ms) - 1
+    prev_pos = np.int64(0)
+    prev_sh = 0
+    prev_born_len = 0
+    prev_store_len = 0
     while True:
         if pos >= end:
             status = ST_RANGE_END
@@ -604,74 +625,79 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
             # One pass: find 0x01/0x02, copy keys and values, OR the bytes to spot non-ASCII. A duplicate key
             # (rare) rewinds the row and takes the general path.
             a = pos + po
-            lim = a + pl
+            lim = np.uint64(a + pl)
             kq_row = kq
             vq_row = vq
+            ukq = np.uint64(kq)
+            uvq = np.uint64(vq)
             hi = 0
             dup = False
-            i = a
+            i = np.uint64(a)
             while i < lim:
                 ks = i
-                kq_item = kq
-                c = 0
+                kq_item = ukq
+                c = b[i]
                 while i < lim:
                     c = b[i]
                     if c == 1 or c == 2:
                         break
                     hi |= c
-                    key_data[kq] = c
-                    kq += 1
-                    i += 1
+                    key_data[ukq] = c
+                    ukq += _U1
+                    i += _U1
                 if i == lim:
-                    kq = kq_item
+                    ukq = kq_item
                     break
-                kl = i - ks
-                if c == 2 or kl == 0:
-                    kq = kq_item
+                if c == 2 or i == ks:
+                    ukq = kq_item
                     while i < lim and b[i] != 2:
                         hi |= b[i]
-                        i += 1
-                    i += 1
+                        i += _U1
+                    i += _U1
                     continue
-                i += 1
+                kl = np.int64(i - ks)
+                i += _U1
                 vs = i
                 while i < lim:
                     c = b[i]
                     if c == 2:
                         break
                     hi |= c
-                    val_data[vq] = c
-                    vq += 1
-                    i += 1
-                vl = i - vs
-                i += 1
+                    val_data[uvq] = c
+                    uvq += _U1
+                    i += _U1
+                vl = np.int64(i - vs)
+                i += _U1
                 if vl == 0:
-                    kq = kq_item
+                    ukq = kq_item
                     continue
+                ksi = np.int64(ks)
                 for k in range(np_row, npairs):
-                    if key_off[k + 1] - key_off[k] == kl and _same2(key_data, key_off[k], b, ks, kl):
+                    if key_off[k + 1] - key_off[k] == kl and _same2(key_data, np.int64(key_off[k]), b, ksi, kl):
                         dup = True
                         break
                 if dup:
                     break
                 npairs += 1
-                key_off[npairs] = kq
-                val_off[npairs] = vq
+                key_off[npairs] = ukq
+                val_off[npairs] = uvq
                 if kl == 4:
-                    if _is_key(b, ks, kl, 84, 65, 71, 83):
-                        tags_s = vs
+                    if _is_key(b, ksi, kl, 84, 65, 71, 83):
+                        tags_s = np.int64(vs)
                         tags_l = vl
-                    elif _is_key(b, ks, kl, 75, 69, 89, 83):
-                        keys_s = vs
+                    elif _is_key(b, ksi, kl, 75, 69, 89, 83):
+                        keys_s = np.int64(vs)
                         keys_l = vl
                 elif kl == 5:
-                    if _is_delay(b, ks, kl):
-                        delay_s = vs
+                    if _is_delay(b, ksi, kl):
+                        delay_s = np.int64(vs)
                         delay_l = vl
                 elif kl == 8:
-                    if _is_uniq(b, ks, kl):
-                        uniq_s = vs
+                    if _is_uniq(b, ksi, kl):
+                        uniq_s = np.int64(vs)
                         uniq_l = vl
+            kq = np.int64(ukq)
+            vq = np.int64(uvq)
             if dup:
                 npairs = np_row
                 kq = kq_row
@@ -763,10 +789,23 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
         if want_body:
             bq = _copy(b, pos + bo, bl, body_data, bq)
         body_off[rows + 1] = bq
-        hq0 = write_host(b, pos + 48, sysflag & 0x10, host_data[0], hq0)
+        # host text: copy the previous row's when the address and port bytes repeat (the store host always does)
+        if rows > 0 and born_len == prev_born_len and _same2(b, prev_pos + 48, b, pos + 48, born_len):
+            hq0 = _copy(host_data[0], host_off[0, rows - 1], host_off[0, rows] - host_off[0, rows - 1],
+                        host_data[0], hq0)
+        else:
+            hq0 = write_host(b, pos + 48, sysflag & 0x10, host_data[0], hq0)
         host_off[0, rows + 1] = hq0
-        hq1 = write_host(b, pos + sh, sysflag & 0x20, host_data[1], hq1)
+        if rows > 0 and store_len == prev_store_len and _same2(b, prev_pos + prev_sh, b, pos + sh, store_len):
+            hq1 = _copy(host_data[1], host_off[1, rows - 1], host_off[1, rows] - host_off[1, rows - 1],
+                        host_data[1], hq1)
+        else:
+            hq1 = write_host(b, pos + sh, sysflag & 0x20, host_data[1], hq1)
         host_off[1, rows + 1] = hq1
+        prev_pos = pos
+        prev_sh = sh
+        prev_born_len = born_len
+        prev_store_len = store_len
         # offsetMsgId: store address (+ port) + PHYSICALOFFSET; IPv4-mapped IPv6 keeps the 28-byte width
         a = pos + sh
         width = store_len + 8
