@@ -631,6 +631,7 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
             ukq = np.uint64(kq)
             uvq = np.uint64(vq)
             hi = 0
+            seen = np.uint64(0)  # bloom bits of this row's keys: only a possible repeat is compared
             dup = False
             i = np.uint64(a)
             while i < lim:
@@ -672,12 +673,15 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
                     ukq = kq_item
                     continue
                 ksi = np.int64(ks)
-                for k in range(np_row, npairs):
-                    if key_off[k + 1] - key_off[k] == kl and _same2(key_data, np.int64(key_off[k]), b, ksi, kl):
-                        dup = True
+                bit = np.uint64(1) << np.uint64((kl * 7 + b[ksi] + 3 * b[ksi + kl - 1]) & 63)
+                if seen & bit:
+                    for k in range(np_row, npairs):
+                        if key_off[k + 1] - key_off[k] == kl and _same2(key_data, np.int64(key_off[k]), b, ksi, kl):
+                            dup = True
+                            break
+                    if dup:
                         break
-                if dup:
-                    break
+                seen |= bit
                 npairs += 1
                 key_off[npairs] = ukq
                 val_off[npairs] = uvq

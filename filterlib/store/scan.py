@@ -220,13 +220,23 @@ class _Columns:
                 self.key_off, self.key_data, self.val_off, self.val_data, self.spec_off, self.spec_valid,
                 self.spec_data)
 
-    def _slice(self, name: str, start: int, nbytes: int) -> pa.Buffer:
-        return self.bufs[name].slice(start, nbytes)
+    def slice(self, name: str, start: int, nbytes: int) -> pa.Buffer:
+        """Bytes [start, start + nbytes) of a buffer: a view when it fills most of it, else an exact-size copy.
+
+        Most buffers are sized by loose upper bounds and filled a few percent; copying the used part keeps a
+        retained batch from pinning the rest (pages touched near each start count whole with huge pages).
+        """
+        buf = self.bufs[name]
+        if 2 * nbytes >= buf.size:
+            return buf.slice(start, nbytes)
+        out = pa.allocate_buffer(nbytes)
+        np.frombuffer(out, dtype=np.uint8)[:] = np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=start)
+        return out
 
     def fixed(self, name: str, typ: pa.DataType, k: int, n: int) -> pa.Array:
         """Row k of a (7, rows) fixed-width buffer as an Arrow array of n values."""
         width = typ.byte_width
-        return pa.Array.from_buffers(typ, n, [None, self._slice(name, k * self.rows * width, n * width)])
+        return pa.Array.from_buffers(typ, n, [None, self.slice(name, k * self.rows * width, n * width)])
 
     def strings(self, off: str, data: str, k: int, n: int, typ: pa.DataType | None = None,
                 valid: np.ndarray | None = None) -> pa.Array:
@@ -244,8 +254,8 @@ class _Columns:
             nulls = n - int(np.count_nonzero(v))
             if nulls:
                 vbuf = pa.py_buffer(np.packbits(v, bitorder="little"))
-        return pa.Array.from_buffers(typ or pa.string(), n, [vbuf, self._slice(off, k * width, (n + 1) * 4),
-                                                             self._slice(data, k * data_stride, nbytes)],
+        return pa.Array.from_buffers(typ or pa.string(), n, [vbuf, self.slice(off, k * width, (n + 1) * 4),
+                                                             self.slice(data, k * data_stride, nbytes)],
                                      null_count=nulls)
 
 
@@ -254,7 +264,7 @@ def _build_batch(cols: _Columns, rows: int, want_body: bool) -> pa.RecordBatch:
     npairs = int(cols.map_off[rows])
     keys = cols.strings("key_off", "key_data", 0, npairs)
     vals = cols.strings("val_off", "val_data", 0, npairs)
-    map_offsets = pa.Array.from_buffers(i32, rows + 1, [None, cols.bufs["map_off"].slice(0, (rows + 1) * 4)])
+    map_offsets = pa.Array.from_buffers(i32, rows + 1, [None, cols.slice("map_off", 0, (rows + 1) * 4)])
     props = pa.MapArray.from_arrays(map_offsets, keys, vals)
     body = (cols.strings("body_off", "body_data", 0, rows, pa.binary()) if want_body
             else pa.nulls(rows, pa.binary()))
