@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import mmh3
 import numpy as np
 
-from filterlib.store.javastr import java_utf8_encode
-from filterlib.tags import to_int32
+from filterlib.javalang import java_utf8_encode, to_int32
 
 _INT_MAX = 2**31 - 1
 _INT_MIN = -(2**31)

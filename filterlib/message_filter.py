@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from filterlib import tags as tagmod
 from filterlib.bloom import BloomFilter
 from filterlib.errors import BrokerFilterError, FilterError
+from filterlib.javalang import java_split
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.tags import Subscription
 
@@ -83,7 +84,7 @@ def parse_version(version: str | tuple[int, ...]) -> tuple[int, ...]:
 def parse_retry_group(retry_topic: str, version: tuple[int, ...] = (5, 3, 3)) -> str:
     """The group of a retry topic: `KeyBuilder.parseGroup` from 5.2.0 (POP v2 `%RETRY%G+T`), else the suffix."""
     if version >= (5, 2, 0) and retry_topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and "+" in retry_topic:
-        parts = tagmod.java_split_literal(retry_topic, "+")
+        parts = java_split(retry_topic, "+")
         if len(parts) == 2:
             return parts[0][len(RETRY_GROUP_TOPIC_PREFIX):]
     return retry_topic[len(RETRY_GROUP_TOPIC_PREFIX):]

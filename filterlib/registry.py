@@ -10,8 +10,8 @@ from typing import Any
 
 from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.errors import FilterError
+from filterlib.javalang import java_utf8_decode, java_utf8_encode
 from filterlib.store import fastjson
-from filterlib.store.javastr import java_utf8_decode, java_utf8_encode
 from filterlib.tags import is_tag_type
 
 SQL92_TYPE = "SQL92"

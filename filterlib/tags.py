@@ -2,52 +2,22 @@
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from filterlib.errors import SubscriptionParseError
+from filterlib.javalang import java_split, java_string_hash, java_trim, to_int32
 
 SUB_ALL = "*"
 TAG_TYPE = "TAG"
 SQL92_TYPE = "SQL92"
 
-_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
-_JAVA_TRIM_CHARS = "".join(chr(c) for c in range(0x21))
-
-
-def to_int32(value: int) -> int:
-    """Java `(int)` narrowing of an integer: keep the low 32 bits as a signed value."""
-    value &= 0xFFFFFFFF
-    return value - 0x100000000 if value & 0x80000000 else value
-
-
-def utf16_units(text: str) -> memoryview:
-    """The Java `char` sequence of a Python string (lone surrogates kept as single units)."""
-    return memoryview(text.encode(_UTF16_NATIVE, "surrogatepass")).cast("H")
 
 
 def tags_code(tag: str) -> int:
     """Java `String.hashCode` of a tag: over UTF-16 code units, wrapped to a signed 32-bit int."""
-    units = tag.encode("ascii") if tag.isascii() else utf16_units(tag)
-    h = 0
-    for unit in units:
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def java_trim(text: str) -> str:
-    """Java `String.trim`: strip leading and trailing chars <= U+0020 (not Unicode spaces)."""
-    return text.strip(_JAVA_TRIM_CHARS)
-
-
-def java_split_literal(text: str, separator: str) -> list[str]:
-    """Java `String.split` on a literal separator with limit 0 (trailing empty pieces removed)."""
-    pieces = text.split(separator)
-    while pieces and pieces[-1] == "":
-        pieces.pop()
-    return pieces
+    return java_string_hash(tag)
 
 
 def is_tag_type(expression_type: str | None) -> bool:
@@ -77,7 +47,7 @@ def parse_subscription(expr: str | None, topic: str | None = None) -> Subscripti
     """`FilterAPI.buildSubscriptionData`: SUB_ALL for null/""/"*", else the trimmed non-empty `||` pieces."""
     if expr is None or expr == "" or expr == SUB_ALL:
         return Subscription(sub_string=SUB_ALL, sub_all=True, topic=topic)
-    pieces = java_split_literal(expr, "||")
+    pieces = java_split(expr, "||")
     if not pieces:
         raise SubscriptionParseError("subString split error", expression=expr)
     tags = frozenset(t for t in (java_trim(p) for p in pieces) if t)

@@ -9,11 +9,11 @@ import struct
 import numpy as np
 import pytest
 
+from filterlib.javalang import java_string_hash, java_utf8_decode
 from filterlib.store import brokerconf, fastjson
 from filterlib.store import commitlog as cl
 from filterlib.store import consumequeue as cq
 from filterlib.store import consumequeue_ext as ext
-from filterlib.store.javastr import java_string_hash, java_utf8_decode
 from filterlib.store.properties import encode_properties, parse_properties, parse_properties_legacy
 from filterlib.store.scan import ScanOptions, decode_file
 

@@ -11,7 +11,7 @@ import math
 import re
 import unicodedata
 
-from filterlib.tags import java_trim
+from filterlib.javalang import java_trim
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1

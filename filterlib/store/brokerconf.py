@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from filterlib.javalang import java_parse_int
+
 _WS = " \t\f"
 
 
@@ -88,14 +90,6 @@ def load_properties(path: str) -> dict[str, str]:
         return parse_properties_text(f.read())
 
 
-def _java_int(s: str) -> int | None:
-    t = s[1:] if s[:1] in "+-" else s
-    if not t or not t.isdecimal() or any(ord(c) > 0xFFFF for c in t):
-        return None
-    v = int(s)
-    return v if -(1 << 31) <= v < (1 << 31) else None
-
-
 @dataclass
 class BrokerFilterConf:
     """The broker and store settings the replay needs, with RocketMQ 5.3.3 defaults."""
@@ -129,7 +123,7 @@ class BrokerFilterConf:
             if f.type in ("bool", bool):
                 setattr(conf, f.name, raw.lower() == "true")
             elif f.type in ("int", int):
-                v = _java_int(raw)
+                v = java_parse_int(raw)
                 if v is not None:
                     setattr(conf, f.name, v)
             else:

@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from filterlib.store.javastr import java_string_hash, java_utf8_decode
+from filterlib.javalang import java_parse_int, java_string_hash, java_utf8_decode
 from filterlib.store.properties import parse_properties
 
 MESSAGE_MAGIC_CODE = -626843481
@@ -155,15 +155,6 @@ class Record:
         return self.properties.get("UNIQ_KEY")
 
 
-def _java_parse_int(text: str) -> int | None:
-    """Integer.parseInt (sign, then BMP Unicode decimal digits); None where Java throws."""
-    s = text[1:] if text[:1] in "+-" else text
-    if not s or not s.isdecimal() or any(ord(c) > 0xFFFF for c in s):
-        return None
-    v = int(text)
-    return v if -(1 << 31) <= v < (1 << 31) else None
-
-
 def decode_record(buf: bytes | memoryview, pos: int, *, check_crc: bool = False,
                   delay_levels: list[int] | None = None) -> tuple[int, int, Record | None]:
     """Validate and decode the record at `pos` like checkMessageAndReturnSize.
@@ -232,7 +223,7 @@ def decode_record(buf: bytes | memoryview, pos: int, *, check_crc: bool = False,
                 tags_code = java_string_hash(tags)
             delay = props.get("DELAY")
             if topic == SCHEDULE_TOPIC and delay is not None:
-                level = _java_parse_int(delay)
+                level = java_parse_int(delay)
                 if level is None:
                     return BAD_DELAY_LEVEL, -1, None
                 table = delay_levels if delay_levels is not None else parse_delay_levels()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from filterlib.store.javastr import java_string_hash, java_utf8_decode
+from filterlib.javalang import java_split, java_string_hash, java_utf8_decode
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -32,21 +32,11 @@ def parse_properties_legacy(data: bytes | str) -> dict[str, str]:
     """string2messageProperties, ≤4.9.0 rules: Java split on 0x02 then 0x01, items of exactly two parts kept."""
     s = java_utf8_decode(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     out: dict[str, str] = {}
-    for item in _java_split(s, PROPERTY_SEPARATOR):
-        parts = _java_split(item, NAME_VALUE_SEPARATOR)
+    for item in java_split(s, PROPERTY_SEPARATOR):
+        parts = java_split(item, NAME_VALUE_SEPARATOR)
         if len(parts) == 2:
             out[parts[0]] = parts[1]
     return out
-
-
-def _java_split(s: str, sep: str) -> list[str]:
-    """Java String.split with a one-char literal: trailing empty strings removed; '' splits to ['']."""
-    if s == "":
-        return [""]
-    parts = s.split(sep)
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
 
 
 def java_hashmap_order(keys: Iterable[str], initial_capacity: int = 16) -> list[str]:

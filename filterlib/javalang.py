@@ -1,10 +1,64 @@
-"""Java string semantics: UTF-8 encoding and decoding with Java's replacement rules, and String.hashCode."""
+"""Java's String and number semantics that filter and store code share, in one place.
+
+RocketMQ's results depend on Java details a Python port gets wrong by default: hash codes over UTF-16 units,
+`trim` stripping every char <= U+0020, `split` dropping trailing empty pieces, `Integer.parseInt` accepting
+Unicode digits, and `new String(bytes, UTF_8)` replacing malformed input unit by unit as OpenJDK 17 does.
+"""
 
 from __future__ import annotations
 
-from filterlib.tags import tags_code
+import sys
+
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+_JAVA_TRIM_CHARS = "".join(chr(c) for c in range(0x21))
+
+
+def to_int32(value: int) -> int:
+    """Java `(int)` narrowing of an integer: keep the low 32 bits as a signed value."""
+    value &= 0xFFFFFFFF
+    return value - 0x100000000 if value & 0x80000000 else value
+
+
+def utf16_units(text: str) -> memoryview:
+    """The Java `char` sequence of a Python string (lone surrogates kept as single units)."""
+    return memoryview(text.encode(_UTF16_NATIVE, "surrogatepass")).cast("H")
+
+
+def java_string_hash(text: str) -> int:
+    """Java `String.hashCode`: over UTF-16 code units, wrapped to a signed 32-bit int."""
+    units = text.encode("ascii") if text.isascii() else utf16_units(text)
+    h = 0
+    for unit in units:
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def java_trim(text: str) -> str:
+    """Java `String.trim`: strip leading and trailing chars <= U+0020 (not Unicode spaces)."""
+    return text.strip(_JAVA_TRIM_CHARS)
+
+
+def java_split(text: str, separator: str) -> list[str]:
+    """Java `String.split` on a literal separator with limit 0: trailing empty pieces removed, '' gives ['']."""
+    if text == "":
+        return [""]
+    pieces = text.split(separator)
+    while pieces and pieces[-1] == "":
+        pieces.pop()
+    return pieces
+
+
+def java_parse_int(text: str) -> int | None:
+    """`Integer.parseInt`: a sign, then BMP Unicode decimal digits, in int range; None where Java throws."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not digits.isdecimal() or any(ord(c) > 0xFFFF for c in digits):
+        return None
+    value = int(text)
+    return value if -(1 << 31) <= value < (1 << 31) else None
+
 
 REPL = "\ufffd"
+
 
 
 def _cont(b: int) -> bool:
@@ -98,7 +152,3 @@ def _malformed3_2(b1: int, b2: int) -> bool:
 
 def _malformed4_2(b1: int, b2: int) -> bool:
     return (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or not _cont(b2)
-
-
-java_string_hash = tags_code
-"""Java `String.hashCode()` over UTF-16 code units, as a signed 32-bit int (one implementation: `tags_code`)."""
