@@ -1,8 +1,18 @@
-"""Shared pytest fixtures: one SparkSession (local[2], Delta wired in) for the whole run."""
+"""Shared pytest fixtures: one SparkSession (local[2], Delta wired in) for the whole run; Hypothesis profiles."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# CI (which runs with CI=true) must be reproducible: derandomize makes every run try the same examples, no
+# deadline (a loaded machine must not turn slowness into failures), and print_blob lets a failure be replayed
+# locally. Elsewhere the default profile keeps exploring new examples.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,10 @@
 """Hypothesis fuzzing: compile never fails other than with FilterSyntaxError, evaluate never other than with
-FilterEvaluationError (and both finish quickly), whatever the text or the property map."""
+FilterEvaluationError, whatever the text or the property map. (No wall-clock asserts: a hang would show as a
+stuck run, and timing limits only make a loaded CI machine flaky; Hypothesis runs with deadline=None.)"""
 
 from __future__ import annotations
 
-import time
-
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,9 +48,7 @@ def _evaluate(expr, props):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=40))
 def test_any_text_compiles_or_raises_syntax_error(text):
-    start = time.perf_counter()
     _compile(text)
-    assert time.perf_counter() - start < 1.0
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,3 +67,13 @@ def test_deep_nesting_never_crashes(n, opener):
     expr = _compile(text)
     if expr is not None:
         _evaluate(expr, {"a": "1"})
+
+
+@pytest.mark.parametrize("opener", ["(", "NOT ", "- ", "+"])
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 50])
+def test_small_nesting_compiles_and_evaluates(n, opener):
+    """Shallow nesting is ordinary SQL92 and must compile and reach evaluate (deep nesting may be refused)."""
+    text = opener * n + "a" + (")" * n if opener == "(" else "") + " = 1"
+    expr = sql92.compile(text)
+    _evaluate(expr, {"a": "1"})
+    _evaluate(expr, {})
