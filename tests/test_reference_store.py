@@ -108,9 +108,10 @@ def test_decision_rows_are_attributed_and_explained(out):
 def test_client_recheck_drops_hash_collisions(scenario, out):
     pull = _json(out / "pull.json")
     sub = next(s for s in pull["subscriptions"] if s["group"] == "G_TAG")
-    collided = [u for q in sub["queues"] for u in q["units"] if u["outcome"] == "TAG_CLIENT_MISMATCH"]
-    expected = [m for m in _landing_in_topic(scenario) if m.get("tags") == "UBgA"]
-    assert len(collided) == len(expected) > 0
+    collided = Counter(m["uniqKey"] for q in sub["queues"] for u in q["units"] if u["outcome"] == "TAG_CLIENT_MISMATCH"
+                       for m in q["messages"] if m["queueOffset"] == u["queueOffset"])
+    expected = Counter(f"UNIQ-{m['id']}" for m in _landing_in_topic(scenario) if m.get("tags") == "UBgA")
+    assert expected and collided == expected, "the very messages whose tag collides with TagA's hash"
 
 
 def _walk(path: Path) -> tuple[int, int | None]:
