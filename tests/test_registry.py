@@ -212,11 +212,27 @@ def test_load_falls_back_to_bak(tmp_path):
 
 
 def test_fastjson_dialect():
+    # consumerOffset.json exactly as the real 5.3.3 broker wrote it (harness store 0f28ee57...):
+    # an Integer-key map gets no line break before its keys, only before its closing brace.
+    broker = ('{\n\t"dataVersion":{\n\t\t"counter":0,\n\t\t"stateVersion":0,\n\t\t"timestamp":1795294586121\n\t},'
+              '\n\t"groupTopicMap":{\n\t\t"G1":["TopicA"]\n\t},'
+              '\n\t"offsetTable":{\n\t\t"TopicA@G1":{0:1\n\t\t}\n\t}\n}')
+    assert fastjson.loads(broker) == {
+        "dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": 1795294586121},
+        "groupTopicMap": {"G1": ["TopicA"]}, "offsetTable": {"TopicA@G1": {0: 1}}}
+    assert fastjson.dumps(fastjson.loads(broker)) == broker
     assert fastjson.loads('{\n\t"offsetTable":{\n\t\t"T@G":{0:12,1:40,-1:3}\n\t}\n}') == \
         {"offsetTable": {"T@G": {0: 12, 1: 40, -1: 3}}}
     assert fastjson.loads('{"a":"x 1: y","b":[1,2]}') == {"a": "x 1: y", "b": [1, 2]}
-    assert fastjson.dumps({"a": {0: 1, 1: None}, "b": [1, 2], "c": "q\"\\\t\x01\x7f\u2028é"}) == \
-        '{\n\t"a":{\n\t\t0:1\n\t},\n\t"b":[1,2],\n\t"c":"q\\"\\\\\\t\\u0001\\u007F\\u2028é"\n}'
+    # Expected text printed by fastjson-1.2.83.jar's JSON.toJSONString(map, true) for the same Java
+    # values (LinkedHashMap; "b" a LinkedHashSet, "t" an int[]): the null entry still counts for the
+    # closing line break, and a String key after an Integer key starts a new line again.
+    assert fastjson.dumps({"a": {0: 1, 1: None}, "b": [1, 2], "c": "q\"\\\t\x01\x7f\u2028é",
+                           "d": {"s": 1, 3: 4, "t": [5]}}) == \
+        ('{\n\t"a":{0:1\n\t},\n\t"b":[1,2],\n\t"c":"q\\"\\\\\\t\\u0001\\u007F\\u2028é",'
+         '\n\t"d":{\n\t\t"s":1,3:4,\n\t\t"t":[5]\n\t}\n}')
+    assert fastjson.dumps({"k": {0: None}}) == '{\n\t"k":{\n\t}\n}'
+    assert fastjson.dumps({"k": {}}) == '{\n\t"k":{}\n}'
 
 
 def oracle_compiler(table: dict):

@@ -13,6 +13,7 @@ import pytest
 
 from filterlib.store import consumequeue as cq
 from filterlib.store import consumequeue_ext as ext
+from filterlib.store import fastjson
 from filterlib.store.compression import decompress_body
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir
@@ -136,3 +137,22 @@ def test_configs_parse(stores) -> None:
     offsets = sd.config("consumerOffset")["offsetTable"]
     assert offsets["TopicA@G1"] == {0: 1}
     assert sd.checkpoint() is not None
+
+
+@pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2", "varied1"])
+def test_fastjson_writer_reproduces_broker_config_files(stores, name) -> None:
+    """dumps(loads(t)) == t for every config file (and its .bak) the real broker persisted: the writer must
+    reproduce fastjson 1.2.83's pretty layout, Integer-key maps (`"T@G":{0:1\\n\\t\\t}`) included."""
+    config = os.path.join(stores[name], "store", "config")
+    names = sorted(n for n in os.listdir(config) if n.endswith((".json", ".json.bak")))
+    assert {"topics.json", "subscriptionGroup.json", "consumerOffset.json", "consumerFilter.json"} <= set(names)
+    int_keyed = 0
+    for n in names:
+        with open(os.path.join(config, n), encoding="utf-8") as f:
+            text = f.read()
+        value = fastjson.loads(text)
+        assert fastjson.dumps(value) == text, n
+        if n == "consumerOffset.json":
+            int_keyed += sum(1 for q in value["offsetTable"].values() if q)
+    if name.startswith("varied"):
+        assert int_keyed > 0, "the scenario commits offsets, i.e. Integer-key maps nested in a map"

@@ -116,7 +116,11 @@ def _dump_key(key: Any) -> str:
 
 
 def _dump(value: Any, indent: int, pretty: bool) -> str:
-    """One value as fastjson writes it: null map values omitted, arrays inline, tabs when pretty."""
+    """One value as fastjson writes it: null map values omitted, arrays inline, tabs when pretty.
+
+    Arrays stay inline even when pretty: the config files' arrays are Java Sets (CollectionCodec) and
+    int[] (IntArraySerializer), which fastjson never breaks into lines (only its ListSerializer does).
+    """
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -128,14 +132,35 @@ def _dump(value: Any, indent: int, pretty: bool) -> str:
     if isinstance(value, str):
         return _dump_string(value)
     if isinstance(value, Mapping):
-        items = [(k, v) for k, v in value.items() if v is not None]
-        if not items:
-            return "{}"
-        if not pretty:
-            return "{" + ",".join(f"{_dump_key(k)}:{_dump(v, 0, False)}" for k, v in items) + "}"
-        pad = "\t" * (indent + 1)
-        body = ",\n".join(f"{pad}{_dump_key(k)}:{_dump(v, indent + 1, True)}" for k, v in items)
-        return "{\n" + body + "\n" + "\t" * indent + "}"
+        return _dump_map(value, indent, pretty)
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_dump(v, indent, pretty) for v in value) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as fastjson")
+
+
+def _dump_map(value: Mapping, indent: int, pretty: bool) -> str:
+    r"""fastjson 1.2.83 MapSerializer.write, observed against the jar.
+
+    Pretty mode starts a new line (indented one level deeper) only before a *String* key; an integer
+    key follows the `{` or `,` directly.  After the entries, a non-empty map (counting entries whose
+    null values were skipped) gets a new line indented at the map's own level before `}`.  So
+    {0: 1, 1: 2} nested at depth 2 is `{0:1,1:2\n\t\t}`, {"a": 1, 0: 2} is `{\n\t\t\t"a":1,0:2\n\t\t}`,
+    {0: None} is `{\n\t\t}` and only a map with no entries at all is `{}`.
+    """
+    if not value:
+        return "{}"
+    parts = ["{"]
+    first = True
+    for k, v in value.items():
+        if v is None:
+            continue
+        if not first:
+            parts.append(",")
+        if pretty and isinstance(k, str):
+            parts.append("\n" + "\t" * (indent + 1))
+        parts.append(f"{_dump_key(k)}:{_dump(v, indent + 1, pretty)}")
+        first = False
+    if pretty:
+        parts.append("\n" + "\t" * indent)
+    parts.append("}")
+    return "".join(parts)
