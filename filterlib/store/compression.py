@@ -42,15 +42,26 @@ def decompress(data: bytes, ctype: str) -> bytes:
 
 
 def compress(data: bytes, ctype: str, level: int = 5) -> bytes:
-    """Deflate a body the way the producer's compressor would (zlib stream, LZ4 frame, zstd frame)."""
+    """Deflate a body byte for byte as the RocketMQ client's compressor (CompressorFactory) does.
+
+    ZLIB: `Deflater(level)` zlib stream.  LZ4: lz4-java `LZ4FrameOutputStream` defaults (4 MiB independent
+    blocks, no block/content checksum, no content size; `level` is ignored, as by RocketMQ's Lz4Compressor).
+    ZSTD: zstd-jni `ZstdOutputStream(level)` written, flushed, closed: a frame without content size whose data
+    ends in a flushed (non-last) block followed by an empty last block.  Python's one-shot LZ4/zstd helpers
+    write different frame headers (fitted block size, stored content size), so the streaming APIs are used.
+    """
     if ctype == ZLIB:
         return zlib.compress(data, level)
     if ctype == LZ4:
         import lz4.frame
-        return lz4.frame.compress(data)
+        c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False,
+                                         content_checksum=False, auto_flush=True)
+        return c.begin() + c.compress(data) + c.flush()
     if ctype == ZSTD:
         import zstandard
-        return zstandard.ZstdCompressor(level=level).compress(data)
+        c = zstandard.ZstdCompressor(level=level, write_content_size=False).compressobj()
+        out = c.compress(data) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        return out + c.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)
     raise ValueError(f"unknown compression type {ctype!r}")
 
 
