@@ -1,6 +1,10 @@
 """Scanner behaviour on generated and damaged commitlog files: splits equal whole-file decodes, the verdict
-equals a record-by-record walk of the reference decoder (the broker scanner's rules), and the byte accounting
-always closes. Seeded, so failures reproduce."""
+equals a record-by-record walk of `commitlog.decode_record`, and the byte accounting always closes.
+
+These are INTERNAL CONSISTENCY checks: the files are written by the project's own encoder and the walk uses the
+project's own slow decoder, so they show that the fast split scanner agrees with that decoder, not that either
+agrees with the broker (tests/test_store_reference.py compares both with real 5.3.3 stores). Seeded, so failures
+reproduce."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from itertools import pairwise
 from filterlib.store import commitlog as cl
 from filterlib.store.compression import compress, decompress_body, sys_flag_for
 from filterlib.store.properties import encode_properties
-from filterlib.store.scan import ScanOptions, decode_file, iter_ranges
+from filterlib.store.scan import RangeScan, ScanOptions, decode_file, iter_ranges, merge_reports
 
 FILE = 4096
 
@@ -44,7 +48,8 @@ def _records(rng: random.Random, base: int, n: int) -> bytes:
 
 
 def _walk(data: bytes, check_crc: bool) -> tuple[list[int], int, str]:
-    """Reference verdict: positions of records, where valid data ends, and how."""
+    """Internal-consistency verdict from the project's own decode_record (not the broker): positions of records,
+    where valid data ends, and how."""
     pos, seen = 0, []
     while True:
         if pos == len(data):
@@ -84,6 +89,7 @@ def _check(tmp_path, data: bytes, base: int, check_crc: bool) -> None:
 
 
 def test_generated_files_round_trip(tmp_path) -> None:
+    """Internal consistency: encode_record → scanner rows == decode_record fields (the project's own codec)."""
     rng = random.Random(7)
     for k in range(4):
         base = k * FILE
@@ -99,8 +105,12 @@ def test_generated_files_round_trip(tmp_path) -> None:
 
 
 def test_fuzz_truncated_flipped_zeroed(tmp_path) -> None:
+    """Internal consistency on damaged files: the split scanner's verdict equals the decode_record walk."""
     rng = random.Random(11)
-    for trial in range(int(os.environ.get("FUZZ_TRIALS", "60"))):
+    trials = int(os.environ.get("FUZZ_TRIALS", "60"))
+    assert trials > 0, "FUZZ_TRIALS must be positive, or this test checks nothing"
+    done = 0
+    for trial in range(trials):
         base = FILE * rng.randrange(4)
         data = bytearray(_records(rng, base, 40))
         how = trial % 3
@@ -116,6 +126,54 @@ def test_fuzz_truncated_flipped_zeroed(tmp_path) -> None:
         sub = os.path.join(tmp_path, str(trial))
         os.mkdir(sub)
         _check(sub, bytes(data), base, trial % 2 == 0)
+        done += 1
+    assert done == trials
+
+
+def test_split_resyncing_inside_a_body_sets_desync(tmp_path) -> None:
+    """A split that starts inside a record whose body embeds a complete, CRC-valid record carrying its own
+    global offset re-synchronises on that fake record; merge_reports must flag desync, and decode_file must then
+    decode the file as one range, yielding only the real records."""
+    base = 3 * FILE
+    real = []
+    fake_at = 200  # file position of the embedded record: inside the first record's body
+    head = cl.encode_record(topic="T", body=b"", properties=encode_properties({"UNIQ_KEY": "A"}),
+                            commit_log_offset=base)
+    body_at = len(head) - len(b"T") - 1 - 2 - len(encode_properties({"UNIQ_KEY": "A"}))
+    fake = cl.encode_record(topic="T", body=b"fake", properties=encode_properties({"UNIQ_KEY": "F"}),
+                            commit_log_offset=base + fake_at, queue_offset=99)
+    body = bytes(fake_at - body_at) + fake + bytes(300)
+    first = cl.encode_record(topic="T", body=body, properties=encode_properties({"UNIQ_KEY": "A"}),
+                             commit_log_offset=base)
+    assert first[fake_at:fake_at + len(fake)] == fake
+    data = bytearray(first)
+    real.append(0)
+    for i in range(3):
+        real.append(len(data))
+        data += cl.encode_record(topic="T", body=b"x" * i, properties=encode_properties({"UNIQ_KEY": f"B{i}"}),
+                                 commit_log_offset=base + len(data), queue_offset=i + 1)
+    end = len(data)
+    data += cl.encode_blank(FILE - len(data))
+    data += bytes(FILE - len(data))
+    path = os.path.join(tmp_path, cl.file_name(base))
+    with open(path, "wb") as f:
+        f.write(data)
+    opts = ScanOptions(check_crc=True)
+    split = 150  # the second range starts at 150, before the fake record at 200 and the real one at len(first)
+    assert split < fake_at < len(first)
+    scans = [RangeScan(path, s, e, opts) for s, e in iter_ranges(FILE, split)]
+    for sc in scans:
+        sc.batches()
+    assert scans[1].report.sync == fake_at, "the split scanner re-synchronised on the embedded record"
+    assert merge_reports([sc.report for sc in scans]).desync
+    batches, acc = decode_file(path, opts, split_bytes=split)
+    rows = [r for b in batches for r in b.to_pylist()]
+    assert [r["position"] - base for r in rows] == real
+    assert [r["uniq_key"] for r in rows] == ["A", "B0", "B1", "B2"]
+    assert rows[0]["body"] == body
+    assert not acc.desync and acc.closes
+    assert (acc.records, acc.valid_end, acc.end_kind, acc.blank_bytes) == (4, end, "blank", FILE - end)
+    assert [r["position"] - base for r in rows] == _walk(bytes(data), True)[0]
 
 
 def test_iter_ranges_tiles_file() -> None:
