@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from filterlib import tags as tagmod
 from filterlib.bloom import BloomFilter
-from filterlib.errors import BrokerFilterError, FilterError
+from filterlib.errors import BrokerFilterError, FilterError, SubscriptionParseError
 from filterlib.javalang import java_split
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.tags import Subscription
@@ -28,6 +28,13 @@ BLOOM_MISS = "BLOOM_MISS"
 SQL_FALSE = "SQL_FALSE"
 SQL_NULL = "SQL_NULL"
 SQL_ERROR = "SQL_ERROR"
+
+# PullMessageProcessor's answers decided before the store is read (ResponseCode names).
+OK = "OK"
+FILTER_DATA_NOT_EXIST = "FILTER_DATA_NOT_EXIST"
+FILTER_DATA_NOT_LATEST = "FILTER_DATA_NOT_LATEST"
+SYSTEM_ERROR = "SYSTEM_ERROR"
+SUBSCRIPTION_PARSE_FAILED = "SUBSCRIPTION_PARSE_FAILED"
 
 
 class ExtUnitLike(Protocol):
@@ -221,6 +228,68 @@ def make_filter(subscription: Subscription | None, filter_data: ConsumerFilterDa
     if filter_support_retry:
         return ExpressionForRetryMessageFilter(subscription, filter_data, manager, version)
     return ExpressionMessageFilter(subscription, filter_data, manager.bloom_filter)
+
+
+@dataclass(frozen=True)
+class PullAnswer:
+    """What PullMessageProcessor decides before it reads the store, and what it would filter with when OK.
+
+    `remark` is the broker's response remark; `cause` the FilterAPI error behind SUBSCRIPTION_PARSE_FAILED;
+    `sub_version` the subscription version the check used.
+    """
+
+    answer: str
+    subscription: Subscription | None = None
+    filter_data: ConsumerFilterData | None = None
+    sub_version: int = 0
+    remark: str | None = None
+    cause: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the broker goes on to read the store with a filter."""
+        return self.answer == OK
+
+
+def pull_answer(manager: ConsumerFilterManager, topic: str, group: str, expression: str | None,
+                expression_type: str | None = tagmod.TAG_TYPE, sub_version: int | None = None, *,
+                posted: bool = False, enable_property_filter: bool, now: int | None = None) -> PullAnswer:
+    """PullMessageProcessor.processRequest's subscription and filter-data checks (5.3.3), in the broker's order.
+
+    Posted path (`posted`, the pull carries its subscription: pull/lite-pull consumers): `FilterAPI.build`
+    failing → SUBSCRIPTION_PARSE_FAILED; the filter data is `ConsumerFilterManager.build(...)` (no bloom data; a
+    selector that does not compile filters nothing). Registered path (push consumers, heartbeat subscription):
+    for a non-TAG type, no record from `get(topic, group)` → FILTER_DATA_NOT_EXIST, a record whose clientVersion
+    is below the pull's subVersion → FILTER_DATA_NOT_LATEST (`sub_version` None: the record's clientVersion, or 0).
+    Then, for any non-TAG type, `enablePropertyFilter` off (the broker's default) → SYSTEM_ERROR: the broker
+    refuses SQL92 subscriptions outright. A parse failure on the registered path means the client could not
+    have subscribed in the first place (FilterAPI runs in the client too).
+    """
+    try:
+        sub = tagmod.build_subscription(expression, expression_type, topic)
+    except SubscriptionParseError as exc:
+        return PullAnswer(SUBSCRIPTION_PARSE_FAILED, sub_version=sub_version or 0,
+                          remark="parse the consumer's subscription failed", cause=str(exc))
+    data = None
+    if posted:
+        version = sub_version or 0
+        if not sub.is_tag_type:
+            data = manager.build(topic, group, expression, expression_type, version, now)
+    else:
+        registered = manager.get(topic, group)
+        version = sub_version if sub_version is not None else (0 if registered is None else registered.client_version)
+        if not sub.is_tag_type:
+            data = registered
+            if data is None:
+                return PullAnswer(FILTER_DATA_NOT_EXIST, sub, None, version,
+                                  "The broker's consumer filter data is not exist!Your expression may be wrong!")
+            if data.client_version < version:
+                return PullAnswer(FILTER_DATA_NOT_LATEST, sub, data, version,
+                                  "the consumer's consumer filter data not latest")
+    if not sub.is_tag_type and not enable_property_filter:
+        return PullAnswer(SYSTEM_ERROR, sub, data, version,
+                          f"The broker does not support consumer to filter message by {sub.expression_type}")
+    return PullAnswer(OK, sub, data, version)
 
 
 def check_client(subscription: Subscription, message_tags: str | None) -> Decision:

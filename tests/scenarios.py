@@ -169,3 +169,52 @@ def varied_scenario(seed: int, n_messages: int = 200) -> dict:
         "subscriptions": subs,
         "offsets": [{"topic": "TopicA", "group": "G1", "queueId": 0, "offset": 1}],
     }
+
+
+def pull_answers_scenario(seed: int, enable_property_filter: bool, n_messages: int = 40) -> dict:
+    """Every answer PullMessageProcessor gives before reading the store, for one broker setting.
+
+    With `enable_property_filter` off (the broker's default) every SQL92 subscription that gets past the filter-data
+    checks is refused with SYSTEM_ERROR; on, those pull normally. Either way: a registered filter asked for with a
+    newer subVersion is FILTER_DATA_NOT_LATEST (checked before SYSTEM_ERROR), a group that never registered (or
+    whose expression did not compile) is FILTER_DATA_NOT_EXIST, and a posted subscription FilterAPI cannot build
+    (empty SQL92 expression, TAG `||`) is SUBSCRIPTION_PARSE_FAILED. TAG subscriptions are always OK."""
+    rng = random.Random(seed)
+    queues = 2
+    def register(group: str, expression: str, version: int) -> dict:
+        return {"kind": "register", "group": group, "topic": TOPIC, "type": "SQL92", "expression": expression,
+                "clientVersion": version}
+
+    events: list[dict] = [register("G_SQL", SQL_EXPR, 2), register("G_BAD", "a >> 1", 1),
+                          register("G_DEAD", "a > 1", 1)]
+    for i in range(n_messages):
+        events.append(_message(rng, i, TOPIC, queues))
+        if i == n_messages // 2:
+            events.append({"kind": "unregister", "group": "G_DEAD"})
+
+    def sub(group: str, expression: str, kind: str = "SQL92", **extra) -> dict:
+        return {"group": group, "topic": TOPIC, "type": kind, "expression": expression, **extra}
+
+    subscriptions = [
+        sub("G_SQL", SQL_EXPR),                                   # OK / SYSTEM_ERROR
+        sub("G_SQL", SQL_EXPR, subVersion=1),                     # older client: still OK / SYSTEM_ERROR
+        sub("G_SQL", SQL_EXPR, subVersion=3),                     # FILTER_DATA_NOT_LATEST
+        sub("G_NONE", "a > 1", subVersion=1),                     # FILTER_DATA_NOT_EXIST
+        sub("G_BAD", "a >> 1", subVersion=1),                     # refused registration: FILTER_DATA_NOT_EXIST
+        sub("G_DEAD", "a > 1"),                                   # dead record still filters: OK / SYSTEM_ERROR
+        sub("G_POSTED", "a between 0 and 3", path="posted", subVersion=7),   # OK / SYSTEM_ERROR
+        sub("G_POSTED_BAD", "a >> 1", path="posted"),             # no filter data: OK / SYSTEM_ERROR
+        sub("G_POSTED_LOWER", "a > 1", "sql92", path="posted"),   # no SPI for "sql92": OK / SYSTEM_ERROR
+        sub("G_EMPTY", "", path="posted"),                        # SUBSCRIPTION_PARSE_FAILED
+        sub("G_SPLIT", "||", "TAG", path="posted"),               # SUBSCRIPTION_PARSE_FAILED
+        sub("G_TAG", TAG_EXPR, "TAG"),                            # OK
+    ]
+    return {
+        "broker": {"enableConsumeQueueExt": True, "enableCalcFilterBitMap": True,
+                   "enablePropertyFilter": enable_property_filter},
+        "store": {"mappedFileSizeCommitLog": 8192},
+        "topics": [{"name": TOPIC, "readQueueNums": queues, "writeQueueNums": queues}],
+        "groups": sorted({s["group"] for s in subscriptions}),
+        "events": events,
+        "subscriptions": subscriptions,
+    }

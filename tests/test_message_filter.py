@@ -7,8 +7,12 @@ filter versions) and design.md's outcomes; the reference tests compare every sca
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from refharness import pull as pull_replay
+from refharness import write_store
+from scenarios import pull_answers_scenario
 from test_registry import oracle_compiler, replay_registrations, run_sql_table, store_run
 
 from filterlib.bloom import BloomFilterData
@@ -20,6 +24,7 @@ from filterlib.message_filter import (
     decide,
     make_filter,
     parse_retry_group,
+    pull_answer,
 )
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, compile_filter
 from filterlib.tags import build_subscription, tags_code
@@ -182,21 +187,26 @@ def compare_pull(run: dict, pull: dict | None = None, manager: ConsumerFilterMan
         manager, _ = replay_registrations(run, run_sql_table(run))
     pull = run["pull"] if pull is None else pull
     records = {r["commitLogOffset"]: r for r in run["listing"]["records"]}
-    retry = run["scenario"]["broker"]["filterSupportRetry"]
+    broker = run["scenario"]["broker"]
+    retry = broker.get("filterSupportRetry", False)
     compared, mismatches = 0, []
-    for sub_row in pull["subscriptions"]:
+    for sub_row, request in zip(pull["subscriptions"], run["scenario"]["subscriptions"], strict=True):
         kind = sub_row["type"]
         registered = sub_row["path"] == "registered"
-        data = manager.get(sub_row["topic"], sub_row["group"]) if registered else \
-            manager.build(sub_row["topic"], sub_row["group"], sub_row["expression"], kind, sub_row["subVersion"])
-        if kind != "TAG" and registered and data is None:
-            if sub_row["answer"] != "FILTER_DATA_NOT_EXIST":
-                mismatches.append((sub_row["group"], sub_row["topic"], "answer", sub_row["answer"]))
+        answer = pull_answer(manager, sub_row["topic"], sub_row["group"], sub_row["expression"], kind,
+                             request.get("subVersion"), posted=not registered,
+                             enable_property_filter=broker.get("enablePropertyFilter", True))
+        data = answer.filter_data
+        mine = {"answer": answer.answer, "subVersion": answer.sub_version, "answerMessage": answer.cause,
+                "filterData": data is not None and (registered or data.compiled is not None)}
+        theirs = {"answer": sub_row["answer"], "subVersion": sub_row["subVersion"],
+                  "answerMessage": sub_row.get("answerMessage"), "filterData": sub_row["filterData"] is not None}
+        if mine != theirs:
+            mismatches.append((sub_row["group"], sub_row["topic"], "answer", theirs, mine))
             continue
-        if sub_row["answer"] != "OK":
-            mismatches.append((sub_row["group"], sub_row["topic"], "answer", sub_row["answer"]))
+        if not answer.ok:
             continue
-        sub = build_subscription(sub_row["expression"], kind, sub_row["topic"])
+        sub = answer.subscription
         f = make_filter(sub, data, manager, filter_support_retry=retry)
         if f.bloom_data_valid != bool((sub_row["filterData"] or {}).get("bloomDataValid")):
             mismatches.append((sub_row["group"], sub_row["topic"], "bloomDataValid"))
@@ -268,3 +278,45 @@ def test_end_to_end_with_filterlib_sql92():
     compared, mismatches = compare_pull(run, None, manager)
     assert mismatches == []
     assert compared > 2000
+
+
+def test_pull_answers_in_the_brokers_order():
+    """PullMessageProcessor's order (reference-harness-notes §4.1): filter-data checks before enablePropertyFilter."""
+    m = ConsumerFilterManager(compiler=lambda t, e: Const(True))
+    m.register("T", "G", "a > 1", "SQL92", 2, now=100)
+    on, off = {"enable_property_filter": True}, {"enable_property_filter": False}
+    assert pull_answer(m, "T", "G", "a > 1", "SQL92", **on).answer == "OK"
+    assert pull_answer(m, "T", "G", "a > 1", "SQL92", **off).answer == "SYSTEM_ERROR"
+    assert pull_answer(m, "T", "G", "a > 1", "SQL92", 3, **off).answer == "FILTER_DATA_NOT_LATEST"
+    assert pull_answer(m, "T", "H", "a > 1", "SQL92", **off).answer == "FILTER_DATA_NOT_EXIST"
+    assert pull_answer(m, "T", "H", "a > 1", "SQL92", posted=True, **off).answer == "SYSTEM_ERROR"
+    assert pull_answer(m, "T", "H", "a > 1", "SQL92", posted=True, now=5, **on).filter_data.born_time == 5
+    assert pull_answer(m, "T", "H", "TagA", "TAG", **off).answer == "OK"
+    failed = pull_answer(m, "T", "H", "", "SQL92", posted=True, **on)
+    assert (failed.answer, failed.cause) == ("SUBSCRIPTION_PARSE_FAILED", "Expression can't be null! SQL92")
+
+
+def pull_answers_run(enable_property_filter: bool) -> dict:
+    scenario = pull_answers_scenario(11, enable_property_filter)
+    out = write_store(scenario)
+    return {"out": out, "scenario": scenario, "report": json.loads((out / "report.json").read_text()),
+            "listing": json.loads((out / "listing.json").read_text()),
+            "pull": json.loads((out / "pull.json").read_text())}
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("enable_property_filter", [False, True])
+def test_pull_answers_match_real_broker(enable_property_filter):
+    """SYSTEM_ERROR (enablePropertyFilter off), FILTER_DATA_NOT_LATEST / NOT_EXIST and SUBSCRIPTION_PARSE_FAILED
+    as the real PullMessageProcessor checks decide them, and the units of the subscriptions that do pull."""
+    run = pull_answers_run(enable_property_filter)
+    answers = {s["answer"] for s in run["pull"]["subscriptions"]}
+    expected = {"OK", "FILTER_DATA_NOT_LATEST", "FILTER_DATA_NOT_EXIST", "SUBSCRIPTION_PARSE_FAILED"}
+    assert answers == (expected if enable_property_filter else expected | {"SYSTEM_ERROR"})
+    for compiler in (None, compile_filter):
+        manager = None
+        if compiler is not None:
+            manager, _ = replay_registrations(run, {}, compiler=compiler)
+        compared, mismatches = compare_pull(run, None, manager)
+        assert mismatches == []
+        assert compared >= (200 if enable_property_filter else 40)
