@@ -251,3 +251,52 @@ def test_commitlog_encoder_reproduces_broker_bytes(stores, name) -> None:
         assert b["filePos"] + b["size"] == len(f) == listing["fileSize"]
         blank = f[b["filePos"]:]
         assert blank[:8] == encode_blank(b["size"]) and not any(blank[8:])
+
+
+@pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2", "varied1"])
+def test_queue_units_and_ext_equal_listing(stores, name) -> None:
+    """read_queue / read_ext against what the real ConsumeQueue reader reported per record (listing `cq`):
+    each unit's (commit log offset, size, raw tagsCode field), and for ext units the real tagsCode, store time and
+    filter bitmap (`bitmapHex`); every unit belongs to exactly one listing record and vice versa."""
+    out = stores[name]
+    listing = json.load(open(os.path.join(out, "listing.json"), encoding="utf-8"))
+    report = json.load(open(os.path.join(out, "report.json"), encoding="utf-8"))
+    ext_on = report["broker"]["enableConsumeQueueExt"]
+    sd = StoreDir(os.path.join(out, "store"))
+    expected: dict[tuple[str, int, int], dict] = {}
+    for r in listing["records"]:
+        if r["cq"] is not None:
+            key = (r["topic"], r["queueId"], r["queueOffset"])
+            assert key not in expected
+            expected[key] = r
+    seen = 0
+    bitmaps = 0
+    for topic, qid in sd.queue_ids():
+        resolved = sd.read_ext(topic, qid)
+        assert ext_on or not resolved, "no ext files when ext is off"
+        units = [u for u in sd.read_queue(topic, qid) if not u.is_pre_blank]
+        assert units
+        ext_used = set()
+        for u in units:
+            r = expected[(topic, qid, u.queue_offset)]
+            cq_ = r["cq"]
+            assert (u.offset, u.size, u.tags_code) == (r["commitLogOffset"], r["size"], int(cq_["tagsCodeRaw"]))
+            seen += 1
+            if cq_["ext"] is None:
+                assert not ext.is_ext_addr(u.tags_code)
+                assert cq_["tagsCode"] is not None and u.tags_code == int(cq_["tagsCode"])
+                continue
+            assert ext_on and ext.is_ext_addr(u.tags_code)
+            e = resolved[u.tags_code]
+            ext_used.add(u.tags_code)
+            bitmap = None if e.filter_bitmap is None else e.filter_bitmap.hex()
+            assert (e.tags_code, e.msg_store_time, bitmap) == \
+                (int(cq_["ext"]["tagsCode"]), cq_["ext"]["msgStoreTime"], cq_["ext"]["bitmapHex"])
+            assert cq_["tagsCode"] == cq_["ext"]["tagsCode"]
+            bitmaps += bitmap is not None and any(e.filter_bitmap)
+        assert ext_used == set(resolved), "every ext unit is referenced by exactly one CQ unit"
+    assert seen == len(expected) > 100
+    if ext_on:
+        assert bitmaps > 0, "bitmaps with set bits were compared"
+    else:
+        assert sd.queue_ids(ext=True) == []
