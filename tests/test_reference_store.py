@@ -15,6 +15,8 @@ import pytest
 import refharness
 import scenarios
 
+from filterlib.store import fastjson
+
 pytestmark = pytest.mark.reference
 
 SEED = 7
@@ -173,6 +175,42 @@ def test_config_json_persisted(out):
         assert (config / name).is_file()
     text = (config / "consumerFilter.json").read_text()
     assert '"G_SQL"' in text and scenarios.TOPIC in text
+
+
+def test_config_json_content_matches_scenario(scenario, out):
+    """The persisted configs hold what the scenario asked for: its topics' queue numbers, perm and filter type,
+    its groups, its committed offsets, and exactly its registered SQL92 filters (expression, type, version)."""
+    config = out / "store" / "config"
+
+    def load(name: str):
+        return fastjson.loads((config / name).read_text(encoding="utf-8"))
+
+    topics = load("topics.json")["topicConfigTable"]
+    assert scenario["topics"]
+    for t in scenario["topics"]:
+        c = topics[t["name"]]
+        want = (t["name"], t["readQueueNums"], t["writeQueueNums"], t.get("perm", 6),
+                t.get("topicFilterType", "SINGLE_TAG"))
+        assert (c["topicName"], c["readQueueNums"], c["writeQueueNums"], c["perm"], c["topicFilterType"]) == want
+    groups = load("subscriptionGroup.json")["subscriptionGroupTable"]
+    assert set(scenario["groups"]) <= set(groups)
+    assert all(groups[g]["groupName"] == g for g in scenario["groups"])
+    offsets: dict[str, dict[int, int]] = {}
+    for o in scenario.get("offsets", []):
+        offsets.setdefault(f"{o['topic']}@{o['group']}", {})[o["queueId"]] = o["offset"]
+    assert load("consumerOffset.json")["offsetTable"] == offsets
+    assert not any(e["kind"] == "unregister" for e in scenario["events"])
+    registered = {(e["topic"], e["group"]): e for e in scenario["events"] if e["kind"] == "register"}
+    assert registered
+    by_topic = load("consumerFilter.json")["filterDataByTopic"]
+    persisted = {(t, g): fd for t, v in by_topic.items() for g, fd in v["groupFilterData"].items()}
+    assert set(persisted) == set(registered)
+    for (topic, group), e in registered.items():
+        fd = persisted[(topic, group)]
+        assert (fd["topic"], fd["consumerGroup"], fd["expression"], fd["expressionType"], fd["clientVersion"]) == \
+            (topic, group, e["expression"], e.get("type", "SQL92"), e.get("clientVersion", 1))
+        assert (fd["dead"], fd["deadTime"]) == (False, 0)
+        assert by_topic[topic]["topic"] == topic
 
 
 def test_pull_mode_on_a_copy_agrees(scenario, out):

@@ -8,9 +8,12 @@ import base64
 import copy
 import json
 import os
+import struct
 from collections import Counter
 
 import pytest
+import refharness
+import scenarios
 
 from filterlib.store import consumequeue as cq
 from filterlib.store import consumequeue_ext as ext
@@ -25,7 +28,6 @@ pytestmark = pytest.mark.reference
 
 
 def _scenarios() -> dict[str, dict]:
-    from tests import scenarios
     tag = scenarios.tag_and_sql_scenario(1)
     tag_noext = copy.deepcopy(tag)
     tag_noext["broker"]["enableConsumeQueueExt"] = False
@@ -39,7 +41,6 @@ def _scenarios() -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def stores() -> dict[str, str]:
-    from tests import refharness
     return {name: str(refharness.write_store(sc)) for name, sc in _scenarios().items()}
 
 
@@ -133,13 +134,53 @@ def _rows_of(rows: list[dict], topic: str, qid: int) -> list[dict]:
     return sorted(sel, key=lambda r: r["queue_offset"])
 
 
-def test_configs_parse(stores) -> None:
-    sd = StoreDir(os.path.join(stores["varied2"], "store"))
-    topics = sd.config("topics")
-    assert "TopicA" in topics["topicConfigTable"]
-    offsets = sd.config("consumerOffset")["offsetTable"]
-    assert offsets["TopicA@G1"] == {0: 1}
-    assert sd.checkpoint() is not None
+def _expected_topics(sc: dict) -> dict[str, tuple[int, int, int, str]]:
+    """(readQueueNums, writeQueueNums, perm, topicFilterType) per topic the scenario creates (PROTOCOL.md, store):
+    listed topics as given (perm 6, SINGLE_TAG by default), unlisted message topics 4/4, retry topics 1/1."""
+    out: dict[str, tuple[int, int, int, str]] = {}
+    for m in sc["events"]:
+        if m["kind"] != "message":
+            continue
+        if "retry" in m:
+            out[f"%RETRY%{m['retry']['group']}"] = (1, 1, 6, "SINGLE_TAG")
+        else:
+            out.setdefault(m["topic"], (4, 4, 6, "SINGLE_TAG"))
+    for t in sc.get("topics", []):
+        out[t["name"]] = (t["readQueueNums"], t["writeQueueNums"], t.get("perm", 6),
+                          t.get("topicFilterType", "SINGLE_TAG"))
+    return out
+
+
+@pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2", "varied1"])
+def test_configs_match_scenario(stores, name) -> None:
+    """StoreDir.config / checkpoint against what the scenario asked the real broker for and the raw file bytes."""
+    sc = _scenarios()[name]
+    root = os.path.join(stores[name], "store")
+    sd = StoreDir(root)
+    table = sd.config("topics")["topicConfigTable"]
+    expected = _expected_topics(sc)
+    assert len(expected) >= 2
+    for topic, (read_q, write_q, perm, filter_type) in expected.items():
+        c = table[topic]
+        assert (c["topicName"], c["readQueueNums"], c["writeQueueNums"], c["perm"], c["topicFilterType"]) == \
+            (topic, read_q, write_q, perm, filter_type)
+    offsets: dict[str, dict[int, int]] = {}
+    for o in sc.get("offsets", []):
+        offsets.setdefault(f"{o['topic']}@{o['group']}", {})[o["queueId"]] = o["offset"]
+    assert sd.config("consumerOffset")["offsetTable"] == offsets
+    groups = set(sc.get("groups", [])) | {e["group"] for e in sc["events"] if "group" in e}
+    groups |= {s["group"] for s in sc.get("subscriptions", [])}
+    sub_table = sd.config("subscriptionGroup")["subscriptionGroupTable"]
+    assert groups and groups <= set(sub_table)
+    assert all(sub_table[g]["groupName"] == g for g in groups)
+    # Facts §10.1: a 4096-byte file of big-endian longs, physicMsgTimestamp, logicsMsgTimestamp,
+    # indexMsgTimestamp, masterFlushedOffset, confirmPhyOffset.
+    with open(os.path.join(root, "checkpoint"), "rb") as f:
+        raw = f.read()
+    assert len(raw) == 4096
+    names = ["physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
+             "confirmPhyOffset"]
+    assert sd.checkpoint() == dict(zip(names, struct.unpack(">5q", raw[:40]), strict=True))
 
 
 @pytest.mark.parametrize("name", ["tag_ext", "tag_noext", "varied2", "varied1"])
