@@ -8,6 +8,7 @@ import base64
 import copy
 import json
 import os
+import shutil
 import struct
 from collections import Counter
 
@@ -341,3 +342,77 @@ def test_queue_units_and_ext_equal_listing(stores, name) -> None:
         assert bitmaps > 0, "bitmaps with set bits were compared"
     else:
         assert sd.queue_ids(ext=True) == []
+
+
+def _split_commitlog(out: str, tmp_path) -> tuple[list[str], list[str]]:
+    """Copy a real store's commit log files alternately into two directories (as MultiPathMappedFileQueue
+    spreads them over storePathCommitLog's paths); returns (the two dirs, file names in offset order)."""
+    src = os.path.join(out, "store", "commitlog")
+    names = sorted(os.listdir(src))
+    dirs = [str(tmp_path / "commitlog-a"), str(tmp_path / "commitlog-b")]
+    for d in dirs:
+        os.mkdir(d)
+    for i, n in enumerate(names):
+        shutil.copyfile(os.path.join(src, n), os.path.join(dirs[i % 2], n))
+    return dirs, names
+
+
+def _assert_reads_whole_listing(sd: StoreDir, out: str, dirs: list[str], names: list[str]) -> None:
+    listing = json.load(open(os.path.join(out, "listing.json"), encoding="utf-8"))
+    assert [os.path.basename(f.path) for f in sd.commitlog.files] == names
+    assert [os.path.dirname(f.path) for f in sd.commitlog.files] == [dirs[i % 2] for i in range(len(names))]
+    assert sd.commitlog.mapped_file_size == listing["fileSize"] and not sd.commitlog.issues
+    rows = [r for _, batches, acc in sd.decode_commitlog(ScanOptions(check_crc=True))
+            for b in batches for r in b.to_pylist()]
+    assert [(r["position"], r["store_size"], r["topic"], r["uniq_key"]) for r in rows] == \
+        [(e["commitLogOffset"], e["size"], e["topic"], e["uniqKey"]) for e in listing["records"]]
+
+
+def test_commitlog_split_across_directories(stores, tmp_path) -> None:
+    """StoreDir(commitlog_dirs=[a, b]): a real store's commit log spread over two directories reads as one."""
+    out = stores["varied2"]
+    dirs, names = _split_commitlog(out, tmp_path)
+    assert len(names) >= 3
+    sd = StoreDir(os.path.join(out, "store"), commitlog_dirs=dirs)
+    _assert_reads_whole_listing(sd, out, dirs, names)
+
+
+def test_broker_conf_file(stores, tmp_path) -> None:
+    """StoreDir(broker_conf=path) with java.util.Properties syntax: # and ! comments (a comment ending in a
+    backslash does not continue), `:` / `=` / whitespace separators, continuation lines (leading whitespace of
+    the next line dropped, a continued line starting with # is not a comment), \\uXXXX escapes, later keys win.
+    Expected values follow the Properties.load spec (checked against JDK 17's Properties.load)."""
+    out = stores["varied2"]
+    dirs, names = _split_commitlog(out, tmp_path)
+    listing = json.load(open(os.path.join(out, "listing.json"), encoding="utf-8"))
+    conf_text = "\n".join([
+        "# broker.conf of a split store; this comment ends in a backslash \\",
+        "filterSupportRetry=true",
+        "! bang comment",
+        "   brokerClusterName : Cluster\\u0041\\",
+        "      #1",
+        "brokerName=broker\\",
+        "    -a",
+        "enablePropertyFilter=false",
+        "enableConsumeQueueExt:true",
+        "enableCalcFilterBitMap   TRUE",
+        f"storePathCommitLog = {dirs[0]},\\",
+        f"                     {dirs[1]}",
+        f"mappedFileSizeCommitLog:{listing['fileSize']}",
+        "messageDelayLevel=1s 5s\\u0020\\",
+        "  10s",
+        "expectConsumerNumUseFilter=\\u0036\\u0034",
+        "maxErrorRateOfBloomFilter\t:\t10",
+        "enablePropertyFilter = true",
+        "",
+    ])
+    path = tmp_path / "broker.conf"
+    path.write_bytes(conf_text.encode("latin-1"))
+    sd = StoreDir(os.path.join(out, "store"), broker_conf=str(path))
+    c = sd.conf
+    assert (c.brokerClusterName, c.brokerName, c.messageDelayLevel) == ("ClusterA#1", "broker-a", "1s 5s 10s")
+    assert c.filterSupportRetry and c.enablePropertyFilter and c.enableConsumeQueueExt and c.enableCalcFilterBitMap
+    assert (c.expectConsumerNumUseFilter, c.maxErrorRateOfBloomFilter) == (64, 10)
+    assert c.mappedFileSizeCommitLog == listing["fileSize"]
+    assert c.storePathCommitLog == f"{dirs[0]},{dirs[1]}"
+    _assert_reads_whole_listing(sd, out, dirs, names)
