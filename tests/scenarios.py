@@ -218,3 +218,52 @@ def pull_answers_scenario(seed: int, enable_property_filter: bool, n_messages: i
         "events": events,
         "subscriptions": subscriptions,
     }
+
+
+def heartbeat_clean_scenario(seed: int, n_messages: int = 60) -> dict:
+    """ConsumerFilterManager's heartbeat `register(group, subList)` and `clean()` on the real broker, between
+    messages (so the bitmaps show which records were live): unchanged, new, changed-expression, TAG and
+    non-compiling subscriptions in a heartbeat; topics missing from a heartbeat dying; a dead record revived by a
+    heartbeat of the same version; then `clean()` under spans of 10^12 ms (nothing goes), 100 ms (only records dead
+    for a while — whichever they are, the report's clock bounds decide), 0 (every dead record) and -1 (everything,
+    live ones too: howLongAfterDeath is -1 for them)."""
+    rng = random.Random(seed)
+    topics = ["T1", "T2", "T3"]
+    count = iter(range(10**6))
+
+    def msgs(k: int) -> list[dict]:
+        return [_message(rng, next(count), rng.choice(topics), 2) for _ in range(k)]
+
+    def reg(group: str, topic: str, expression: str, version: int = 1) -> dict:
+        return {"kind": "register", "group": group, "topic": topic, "type": "SQL92", "expression": expression,
+                "clientVersion": version}
+
+    def hb(group: str, *subs: tuple) -> dict:
+        return {"kind": "heartbeat", "group": group,
+                "subscriptions": [{"topic": t, "expression": e, "type": k, "subVersion": v} for t, e, k, v in subs]}
+
+    k = n_messages // 6
+    events = [reg("G1", "T1", "a > 1"), reg("G1", "T2", "b = 'x'"), reg("G2", "T1", "a < 5"),
+              reg("G3", "T2", "a between 0 and 3")]
+    events += msgs(k)
+    events += [hb("G1", ("T1", "a > 1", "SQL92", 1), ("T3", "a > 2", "SQL92", 2)),
+               hb("G2", ("T1", "a < 7", "SQL92", 2), ("T2", "TagA", "TAG", 1)),
+               {"kind": "unregister", "group": "G3"}]
+    events += msgs(k)
+    events += [{"kind": "sleep", "ms": 300}, hb("G4", ("T1", "a >> 1", "SQL92", 1)),
+               hb("G1", ("T1", "a > 1", "SQL92", 1), ("T2", "b = 'x'", "SQL92", 1)),
+               {"kind": "unregister", "group": "G2"}]
+    events += msgs(k)
+    events += [{"kind": "clean", "spanMs": 10**12}, {"kind": "clean", "spanMs": 100}]
+    events += msgs(k)
+    events += [hb("G2"), {"kind": "clean", "spanMs": 0}]
+    events += msgs(k)
+    events += [reg("G5", "T3", "a > 0"), {"kind": "clean", "spanMs": -1}]
+    events += msgs(k)
+    return {
+        "broker": {"enableConsumeQueueExt": True, "enableCalcFilterBitMap": True},
+        "store": {"mappedFileSizeCommitLog": 16384},
+        "topics": [{"name": t, "readQueueNums": 2, "writeQueueNums": 2} for t in topics],
+        "groups": ["G1", "G2", "G3", "G4", "G5"],
+        "events": events,
+    }

@@ -9,11 +9,13 @@ filterlib.sql92.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 
 import pytest
 from refharness import eval_cases, write_store
+from scenarios import heartbeat_clean_scenario
 
 from filterlib.bloom import BloomFilter
 from filterlib.errors import FilterError, FilterEvaluationError, FilterSyntaxError
@@ -368,7 +370,9 @@ def store_run(filter_support_retry: bool = False) -> dict:
 
 def run_sql_table(run: dict) -> dict:
     exprs = [e["expression"] for e in run["scenario"]["events"] if e["kind"] == "register"]
-    exprs += [s["expression"] for s in run["scenario"]["subscriptions"]]
+    exprs += [s["expression"] for e in run["scenario"]["events"] if e["kind"] == "heartbeat"
+              for s in e["subscriptions"]]
+    exprs += [s["expression"] for s in run["scenario"].get("subscriptions", [])]
     return sql_table(exprs, [r["properties"] or {} for r in run["listing"]["records"]])
 
 
@@ -381,13 +385,14 @@ def replay_registrations(run: dict, table: dict, check: list | None = None,
     """
     bloom = run["report"]["bloom"]
     m = ConsumerFilterManager(bloom["f"], bloom["n"], compiler=compiler or oracle_compiler(table))
-    rows = iter(run["report"]["registrations"])
+    rows: dict[int, list[dict]] = {}
+    for r in run["report"]["registrations"]:
+        rows.setdefault(r["eventIndex"], []).append(r)
     by_id = {r["scenarioId"]: r for r in run["listing"]["records"] if r.get("scenarioId")}
     bitmaps = []
     for index, event in enumerate(run["scenario"]["events"]):
         if event["kind"] == "register":
-            row = next(rows)
-            assert row["eventIndex"] == index
+            (row,) = rows[index]
             old = m.get(event["topic"], event["group"])
             born = row.get("bornTime")
             now = born if born is not None and (old is None or born != old.born_time) else -7
@@ -400,16 +405,69 @@ def replay_registrations(run: dict, table: dict, check: list | None = None,
                 check.append((index, "state", None if mine is None else summary(mine),
                               None if theirs is None else summary_json(theirs)))
         elif event["kind"] == "unregister":
-            dead_times = [r for r in run["report"]["registrations"] if r["eventIndex"] == index]
-            for _ in dead_times:
-                next(rows)
+            dead_times = rows.get(index, [])
             m.unregister(event["group"], now=dead_times[0]["deadTime"] if dead_times else 0)
+        elif event["kind"] == "heartbeat":
+            # register(group, subList) reads the clock once per new record and once per killed one: every time it
+            # sets lies in [nowBefore, nowAfter]. Replay at nowBefore, compare with times in that window taken as
+            # "now", then adopt the broker's exact times so later bitmaps compare exactly.
+            (row,) = rows[index]
+            subs = [(s["topic"], s["expression"], s.get("type", "SQL92"), s.get("subVersion", 1))
+                    for s in event["subscriptions"]]
+            m.register_group(event["group"], subs, now=row["nowBefore"])
+            window = (row["nowBefore"], row["nowAfter"])
+            if check is not None:
+                check.append((index, "heartbeat", state(m, window), state_json(row["filters"], window)))
+            for f in row["filters"]:
+                d = m.get(f["topic"], f["group"])
+                if d is not None:
+                    d.born_time, d.dead_time = f["bornTime"], f["deadTime"]
+        elif event["kind"] == "clean":
+            # clean() reads the clock once per record, somewhere in [nowBefore, nowAfter]: the broker's result
+            # must be ours at one of the two bounds (they differ only if a record's age crossed the span inside
+            # the call). The span is BrokerConfig.filterDataCleanTimeSpan, set for this event only.
+            (row,) = rows[index]
+            theirs = (row["topics"], state_json(row["filters"]))
+            outcomes = []
+            for now in (row["nowBefore"], row["nowAfter"]):
+                trial = copy.deepcopy(m)
+                trial.clean_time_span = event["spanMs"]
+                trial.clean(now=now)
+                outcomes.append((trial, (sorted(trial.filter_data_by_topic), state(trial))))
+            trial, mine = next(((t, o) for t, o in outcomes if o == theirs), outcomes[0])
+            if check is not None:
+                check.append((index, "clean", mine, theirs))
+            trial.clean_time_span = m.clean_time_span
+            m = trial
         elif event["kind"] == "message":
             record = by_id[event["id"]]
             ext = (record.get("cq") or {}).get("ext")
             mine = m.calc_bitmap(record["topic"], record["properties"] or {})
             bitmaps.append((event["id"], None if mine is None else mine.hex(), ext and ext["bitmapHex"]))
     return m, bitmaps
+
+
+def _at(t: int, window: tuple[int, int] | None):
+    """A time as compared: "now" when it lies in the window of one call, else itself."""
+    return "now" if window is not None and window[0] <= t <= window[1] else t
+
+
+def state(m: ConsumerFilterManager, window: tuple[int, int] | None = None) -> list[tuple]:
+    """Every record as (topic, group, summary), times inside `window` shown as "now"."""
+    rows = []
+    for d in m.records():
+        s = summary(d)
+        rows.append((d.topic, d.consumer_group, *s[:3], _at(s[3], window), _at(s[4], window), *s[5:]))
+    return sorted(rows, key=repr)
+
+
+def state_json(filters: list[dict], window: tuple[int, int] | None = None) -> list[tuple]:
+    """The same rows from the harness's FILTER objects."""
+    rows = []
+    for f in filters:
+        s = summary_json(f)
+        rows.append((f["topic"], f["group"], *s[:3], _at(s[3], window), _at(s[4], window), *s[5:]))
+    return sorted(rows, key=repr)
 
 
 def summary(d: ConsumerFilterData) -> tuple:
@@ -458,3 +516,24 @@ def test_real_consumer_filter_json_loads_and_round_trips(run):
         fastjson.loads(text)
     other = ConsumerFilterManager(bloom["f"], bloom["n"] * 2, compiler=oracle_compiler(table))
     assert not other.decode(text, now=now) and other.records() == []
+
+
+@pytest.mark.reference
+def test_heartbeat_and_clean_match_the_real_broker():
+    """register(group, subList) and clean() as the real ConsumerFilterManager applies them (heartbeat/clean events of
+    the harness's store mode): the state after each call, and every bitmap written in between."""
+    scenario = heartbeat_clean_scenario(3)
+    out = write_store(scenario)
+    run = {"out": out, "scenario": scenario, "report": json.loads((out / "report.json").read_text()),
+           "listing": json.loads((out / "listing.json").read_text())}
+    checks: list = []
+    m, bitmaps = replay_registrations(run, run_sql_table(run), checks)
+    assert [c for c in checks if c[2] != c[3]] == []
+    assert [c[1] for c in checks].count("heartbeat") == 5 and [c[1] for c in checks].count("clean") == 4
+    assert [b for b in bitmaps if b[1] != b[2]] == []
+    assert sum(b[2] is not None for b in bitmaps) > 20
+    assert state(m) == state_json(run["report"]["filters"]) == []
+    # The spans' fixed outcomes: 10^12 keeps every record, 0 drops every dead one, -1 drops everything.
+    cleans = [r for r in run["report"]["registrations"] if r["kind"] == "clean"]
+    assert len(cleans[0]["filters"]) == 5 and all(not f["dead"] for f in cleans[2]["filters"])
+    assert cleans[3]["topics"] == [] and cleans[3]["filters"] == []

@@ -9,10 +9,13 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import org.apache.rocketmq.broker.filter.ConsumerFilterData;
 import org.apache.rocketmq.broker.processor.EndTransactionProcessor;
 import org.apache.rocketmq.broker.transaction.queue.TransactionalMessageBridge;
@@ -26,6 +29,7 @@ import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageExtBrokerInner;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
+import org.apache.rocketmq.remoting.protocol.heartbeat.SubscriptionData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.store.PutMessageResult;
 
@@ -138,6 +142,12 @@ final class StoreMode {
             case "rollback":
                 endTransaction(index, e, kind);
                 break;
+            case "heartbeat":
+                heartbeat(index, e);
+                break;
+            case "clean":
+                clean(index, e);
+                break;
             case "sleep":
                 Thread.sleep(e.getLongValue("ms"));
                 break;
@@ -172,6 +182,64 @@ final class StoreMode {
             }
         }
         Thread.sleep(2);
+    }
+
+    /** A consumer heartbeat as DefaultConsumerIdsChangeListener passes it on: register(group, subList). */
+    private void heartbeat(int index, JSONObject e) throws Exception {
+        b.waitDispatch();
+        Thread.sleep(2);
+        String group = e.getString("group");
+        groups.add(group);
+        List<SubscriptionData> subList = new ArrayList<>();
+        JSONArray subs = e.getJSONArray("subscriptions");
+        for (int i = 0; subs != null && i < subs.size(); i++) {
+            JSONObject s = subs.getJSONObject(i);
+            SubscriptionData sd = new SubscriptionData();
+            sd.setTopic(s.getString("topic"));
+            sd.setSubString(s.getString("expression"));
+            sd.setExpressionType(StoreBroker.str(s, "type", "SQL92"));
+            sd.setSubVersion(s.getLongValue("subVersion", 1L));
+            subList.add(sd);
+        }
+        long before = System.currentTimeMillis();
+        b.filters().register(group, subList);
+        long after = System.currentTimeMillis();
+        JSONObject row = new JSONObject();
+        row.put("eventIndex", index);
+        row.put("kind", "heartbeat");
+        row.put("group", group);
+        row.put("nowBefore", before);
+        row.put("nowAfter", after);
+        row.put("filters", allFilters());
+        registrations.add(row);
+        Thread.sleep(2);
+    }
+
+    /** ConsumerFilterManager.clean() under a given filterDataCleanTimeSpan (restored afterwards). */
+    private void clean(int index, JSONObject e) throws Exception {
+        long span = e.getLongValue("spanMs", b.brokerConfig.getFilterDataCleanTimeSpan());
+        long saved = b.brokerConfig.getFilterDataCleanTimeSpan();
+        b.brokerConfig.setFilterDataCleanTimeSpan(span);
+        long before = System.currentTimeMillis();
+        b.filters().clean();
+        long after = System.currentTimeMillis();
+        b.brokerConfig.setFilterDataCleanTimeSpan(saved);
+        JSONObject row = new JSONObject();
+        row.put("eventIndex", index);
+        row.put("kind", "clean");
+        row.put("spanMs", span);
+        row.put("nowBefore", before);
+        row.put("nowAfter", after);
+        row.put("topics", new ArrayList<>(new TreeSet<>(b.filters().getFilterDataByTopic().keySet())));
+        row.put("filters", allFilters());
+        registrations.add(row);
+    }
+
+    private JSONArray allFilters() {
+        JSONArray filters = new JSONArray();
+        b.filters().getFilterDataByTopic().values().forEach(byTopic ->
+            byTopic.getGroupFilterData().values().forEach(d -> filters.add(filterDataJson(d))));
+        return filters;
     }
 
     private JSONObject regRow(int index, String kind, ConsumerFilterData d, String group, String topic) {
@@ -363,10 +431,7 @@ final class StoreMode {
         r.put("messages", messages);
         r.put("transactions", transactions);
         r.put("registrations", registrations);
-        JSONArray filters = new JSONArray();
-        b.filters().getFilterDataByTopic().values().forEach(byTopic ->
-            byTopic.getGroupFilterData().values().forEach(d -> filters.add(filterDataJson(d))));
-        r.put("filters", filters);
+        r.put("filters", allFilters());
         r.put("queues", listing.queues());
         return r;
     }
