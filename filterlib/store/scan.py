@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from filterlib.errors import StoreFormatError
 from filterlib.store import _kernels as K
 from filterlib.store.commitlog import REASONS, decode_record, parse_delay_levels
 
@@ -128,35 +129,45 @@ def reason_text(code: int) -> str:
 
 
 class _Window:
-    """A reusable read buffer over one file (one per thread; fresh big buffers cost page faults)."""
+    """A read buffer over one file, borrowed from a per-thread spare (fresh big buffers cost page faults).
+
+    The window owns its buffer until `close`, so scans iterated side by side in one thread never read each
+    other's bytes; closing hands the buffer back for the next window of the thread.
+    """
 
     def __init__(self, path: str, file_size: int):
         self.path = path
         self.file_size = file_size
         self.fh = open(path, "rb", buffering=0)
-        self.off = 0
-        self.n = 0
+        self.buf: np.ndarray | None = getattr(_local, "buf", None)
+        _local.buf = None
 
     def close(self) -> None:
         self.fh.close()
+        spare = getattr(_local, "buf", None)
+        if self.buf is not None and (spare is None or len(spare) < len(self.buf)):
+            _local.buf = self.buf
+        self.buf = None
 
     def read(self, off: int, size: int) -> tuple[np.ndarray, int, bool]:
-        """Bytes [off, off+size) clipped to the file; returns (array, offset, reaches_eof)."""
+        """Bytes [off, off+size) clipped to the file; returns (array, offset, reaches_eof).
+
+        Raises StoreFormatError when the file ends before the size taken at the start of the scan (it was cut
+        while being read): the kernels would otherwise keep asking for the missing bytes.
+        """
         size = max(0, min(size, self.file_size - off))
-        buf = getattr(_local, "buf", None)
+        buf = self.buf
         if buf is None or len(buf) < size:
-            buf = np.empty(max(size, 1 << 20), dtype=np.uint8)
-            _local.buf = buf
+            buf = self.buf = np.empty(max(size, 1 << 20), dtype=np.uint8)
         self.fh.seek(off)
         got = 0
         mv = memoryview(buf)
         while got < size:
             k = self.fh.readinto(mv[got:size])
             if not k:
-                break
+                raise StoreFormatError(f"file shrank while being read (expected {self.file_size} bytes)",
+                                       path=self.path, offset=off + got)
             got += k
-        self.off = off
-        self.n = got
         return buf[:got], off, off + got >= self.file_size
 
 
