@@ -89,6 +89,11 @@ def file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def is_mapped_file_name(name: str) -> bool:
+    """True for a mapped-file name as `file_name` writes it (commitlog, consume queue and ext files alike)."""
+    return len(name) == 20 and name.isdigit()
+
+
 def parse_host(text: str) -> tuple[bytes, int]:
     """'ip:port' or '[ipv6]:port' → (address bytes, port)."""
     host, _, port = text.rpartition(":")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from filterlib.store.commitlog import file_name
+from filterlib.store.commitlog import file_name, is_mapped_file_name
 
 CQ_STORE_UNIT_SIZE = 20
 DEFAULT_CQ_FILE_SIZE = 300000 * CQ_STORE_UNIT_SIZE
@@ -54,7 +54,7 @@ def queue_files(queue_dir: str) -> list[tuple[int, str]]:
     """(start byte offset, path) of a queue directory's mapped files, in order."""
     out = []
     for name in os.listdir(queue_dir):
-        if len(name) == 20 and name.isdigit():
+        if is_mapped_file_name(name):
             out.append((int(name), os.path.join(queue_dir, name)))
     return sorted(out)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from filterlib.store.commitlog import file_name
+from filterlib.store.consumequeue import queue_files
 
 DEFAULT_EXT_FILE_SIZE = 48 * 1024 * 1024
 END_BLANK_DATA_LENGTH = 4
@@ -88,11 +88,10 @@ def iter_file_units(data: bytes, file_start: int = 0) -> Iterable[tuple[int, CqE
 def read_ext_queue(queue_dir: str) -> dict[int, CqExtUnit]:
     """All units of one (topic, queueId) ext directory keyed by decorated address (what CQ units store)."""
     out: dict[int, CqExtUnit] = {}
-    names = sorted(n for n in os.listdir(queue_dir) if len(n) == 20 and n.isdigit())
-    for name in names:
-        with open(os.path.join(queue_dir, name), "rb") as f:
+    for start, path in queue_files(queue_dir):
+        with open(path, "rb") as f:
             data = f.read()
-        for off, unit in iter_file_units(data, int(name)):
+        for off, unit in iter_file_units(data, start):
             out[decorate(off)] = unit
     return out
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from filterlib.errors import StoreFormatError
 from filterlib.store import _kernels as K
-from filterlib.store.commitlog import REASONS, decode_record, parse_delay_levels
+from filterlib.store.commitlog import REASONS, decode_record, is_mapped_file_name, parse_delay_levels
 
 SCHEMA = pa.schema([
     ("position", pa.int64()),
@@ -174,7 +174,7 @@ class _Window:
 def file_base_of(path: str) -> int:
     """Global offset of a commitlog file's first byte, from its 20-digit name."""
     name = os.path.basename(path)
-    if len(name) != 20 or not name.isdigit():
+    if not is_mapped_file_name(name):
         raise ValueError(f"not a mapped-file name: {name!r}")
     return int(name)
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 from filterlib.errors import StoreFormatError
 from filterlib.store import fastjson
 from filterlib.store.brokerconf import BrokerFilterConf
+from filterlib.store.commitlog import is_mapped_file_name
 from filterlib.store.consumequeue import CqUnit, read_queue
 from filterlib.store.consumequeue_ext import CqExtUnit, read_ext_queue
 from filterlib.store.scan import FileAccount, ScanOptions, decode_file
@@ -52,7 +53,7 @@ def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
             continue
         for name in os.listdir(d):
             p = os.path.join(d, name)
-            if len(name) == 20 and name.isdigit() and os.path.isfile(p):
+            if is_mapped_file_name(name) and os.path.isfile(p):
                 files.append(MappedFile(p, int(name), os.path.getsize(p)))
     files.sort(key=lambda f: f.base)
     sizes = Counter(f.size for f in files if f.size > 0)
