@@ -1,4 +1,4 @@
-"""Store reader robustness on real dumps: files that shrink while read, scans iterated side by side."""
+"""Store reader robustness on real dumps: files that shrink while read, scans side by side, stray entries."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 
 from filterlib.errors import StoreFormatError
 from filterlib.store import commitlog as cl
+from filterlib.store import consumequeue as cq
 from filterlib.store.scan import RangeScan, ScanOptions
+from filterlib.store.storedir import StoreDir
 
 
 def _file(tmp_path, base: int, topic: str, n: int) -> str:
@@ -42,3 +44,21 @@ def test_scans_iterated_side_by_side_in_one_thread(tmp_path) -> None:
             for r in batch.select(["topic", "queue_offset"]).to_pylist():
                 rows[r["topic"]].append(r["queue_offset"])
     assert rows == {"TopicA": list(range(60)), "TopicB": list(range(60))}
+
+
+def test_stray_entries_in_store_directories_are_skipped(tmp_path) -> None:
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    _file(root / "commitlog", 0, "T", 3)
+    (root / "commitlog" / ("\u0661" * 20)).write_bytes(b"")  # 20 Arabic-Indic digits: not a mapped file
+    qdir = root / "consumequeue" / "T" / "0"
+    qdir.mkdir(parents=True)
+    (qdir / cq.file_name(0)).write_bytes(cq.encode_unit(0, 141, 7) + bytes(20))
+    (qdir / cq.file_name(6000000)).mkdir()  # a directory with a file's name
+    (qdir / ".DS_Store").write_bytes(b"x")
+    for stray in ("--1", "-", "007", "\u0661", "x1"):
+        (root / "consumequeue" / "T" / stray).mkdir()
+    sd = StoreDir(str(root) + "/")
+    assert [f.base for f in sd.commitlog.files] == [0]
+    assert sd.queue_ids() == [("T", 0)]
+    assert sd.read_queue("T", 0) == [cq.CqUnit(0, 0, 141, 7)]

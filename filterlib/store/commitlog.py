@@ -91,7 +91,7 @@ def file_name(offset: int) -> str:
 
 def is_mapped_file_name(name: str) -> bool:
     """True for a mapped-file name as `file_name` writes it (commitlog, consume queue and ext files alike)."""
-    return len(name) == 20 and name.isdigit()
+    return len(name) == 20 and name.isascii() and name.isdigit()
 
 
 def parse_host(text: str) -> tuple[bytes, int]:

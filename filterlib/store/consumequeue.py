@@ -51,11 +51,12 @@ def valid_count(units: np.ndarray) -> int:
 
 
 def queue_files(queue_dir: str) -> list[tuple[int, str]]:
-    """(start byte offset, path) of a queue directory's mapped files, in order."""
+    """(start byte offset, path) of a queue directory's mapped files, in order (stray entries skipped)."""
     out = []
     for name in os.listdir(queue_dir):
-        if is_mapped_file_name(name):
-            out.append((int(name), os.path.join(queue_dir, name)))
+        path = os.path.join(queue_dir, name)
+        if is_mapped_file_name(name) and os.path.isfile(path):
+            out.append((int(name), path))
     return sorted(out)
 
 

@@ -76,6 +76,17 @@ def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
     return CommitLogFiles(files, size, issues)
 
 
+def _queue_id(name: str) -> int | None:
+    """The queue id a directory name spells the way `queue_dir` writes it (str(int)), else None."""
+    if not name.isascii():
+        return None
+    try:
+        qid = int(name)
+    except ValueError:
+        return None
+    return qid if str(qid) == name else None
+
+
 class StoreDir:
     """A broker store root (a dump): commitlog, consumequeue, consumequeue_ext, config, checkpoint, broker.conf."""
 
@@ -108,7 +119,7 @@ class StoreDir:
             if not os.path.isdir(tdir):
                 continue
             for q in os.listdir(tdir):
-                if q.lstrip("-").isdigit() and os.path.isdir(os.path.join(tdir, q)):
+                if _queue_id(q) is not None and os.path.isdir(os.path.join(tdir, q)):
                     out.append((topic, int(q)))
         return sorted(out)
 
