@@ -153,8 +153,9 @@ def check_record(b, p, at_eof, file_rem, check_crc, tab):
         return (ST_NEED_MORE, max(total, 128), 0, 0, 0, 0, 0, 0, 0) if need_more else (
             ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0)
     sysflag = be32(b, p + 36)
-    q = 48 + (20 if sysflag & 0x10 else 8) + 8
-    q += (20 if sysflag & 0x20 else 8) + 12
+    born = 20 if sysflag & 0x10 else 8
+    store = 20 if sysflag & 0x20 else 8
+    q = 48 + born + 8 + store + 12
     if q + 4 > limit:
         return (ST_NEED_MORE, max(total, 128), 0, 0, 0, 0, 0, 0, 0) if need_more else (
             ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0)
@@ -188,8 +189,6 @@ def check_record(b, p, at_eof, file_rem, check_crc, tab):
     if topic_len > total or q + topic_len + 2 > limit:
         if topic_len <= total and need_more:
             return ST_NEED_MORE, total, 0, 0, 0, 0, 0, 0, 0
-        if topic_len > total or q + topic_len > limit:
-            return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
         return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
     q += topic_len
     props_len = be16(b, p + q)
@@ -200,8 +199,6 @@ def check_record(b, p, at_eof, file_rem, check_crc, tab):
             if props_len <= total and need_more:
                 return ST_NEED_MORE, total, 0, 0, 0, 0, 0, 0, 0
             return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
-    born = 20 if sysflag & 0x10 else 8
-    store = 20 if sysflag & 0x20 else 8
     calc = 74 + born + store + max(body_len, 0) + tl_size + topic_len + max(props_len, 0)
     if calc != total:
         return ST_LENGTH_MISMATCH, -1, 0, 0, 0, 0, 0, 0, 0
