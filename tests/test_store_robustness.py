@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import struct
 
+import numpy as np
 import pytest
 
 from filterlib.errors import StoreFormatError
+from filterlib.store import _kernels as K
 from filterlib.store import commitlog as cl
 from filterlib.store import consumequeue as cq
 from filterlib.store.scan import RangeScan, ScanOptions
@@ -62,3 +65,13 @@ def test_stray_entries_in_store_directories_are_skipped(tmp_path) -> None:
     assert [f.base for f in sd.commitlog.files] == [0]
     assert sd.queue_ids() == [("T", 0)]
     assert sd.read_queue("T", 0) == [cq.CqUnit(0, 0, 141, 7)]
+
+
+@pytest.mark.parametrize("total", [-(1 << 31), -(1 << 31) + 3])
+def test_totalsize_minus_4_overflows_like_java(total: int) -> None:
+    # facts §1.12: "remaining < TOTALSIZE - 4 -> fail", in Java int arithmetic: MIN_VALUE - 4 wraps positive.
+    rec = bytearray(cl.encode_record(topic="T", body=b"abc"))
+    rec[0:4] = struct.pack(">i", total)
+    assert cl.decode_record(bytes(rec), 0)[:2] == (cl.SIZE_EXCEEDS_FILE, -1)
+    buf = np.frombuffer(bytes(rec), dtype=np.uint8)
+    assert K.check_record(buf, 0, True, len(rec), False, K.CRC_TABLE)[0] == cl.SIZE_EXCEEDS_FILE

@@ -172,7 +172,8 @@ def decode_record(buf: bytes | memoryview, pos: int, *, check_crc: bool = False,
     if rem <= 4:
         return TRUNCATED_HEADER, -1, None
     (total,) = struct.unpack_from(">i", buf, pos)
-    if rem < total:
+    size_left = total - 4 if total - 4 >= -(1 << 31) else total - 4 + (1 << 32)  # Java int: totalSize - 4 wraps
+    if rem - 4 < size_left:
         return SIZE_EXCEEDS_FILE, -1, None
     if rem < 8:
         return FIELD_OUT_OF_BOUNDS, -1, None
