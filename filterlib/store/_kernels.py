@@ -30,19 +30,22 @@ if "NUMBA_CACHE_DIR" not in os.environ:
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
-MAGIC_V1 = -626843481
-MAGIC_V2 = -626843477
-BLANK = -875286124
+from filterlib.store import commitlog as _cl  # noqa: E402
 
-ST_OK = 0
-ST_TRUNCATED_HEADER = 1
-ST_SIZE_EXCEEDS_FILE = 2
-ST_BAD_MAGIC = 3
-ST_CRC_MISMATCH = 4
-ST_LENGTH_MISMATCH = 5
-ST_FIELD_OUT_OF_BOUNDS = 6
-ST_NEGATIVE_TOPIC_LENGTH = 7
-ST_BAD_DELAY_LEVEL = 8
+MAGIC_V1 = _cl.MESSAGE_MAGIC_CODE
+MAGIC_V2 = _cl.MESSAGE_MAGIC_CODE_V2
+BLANK = _cl.BLANK_MAGIC_CODE
+
+# Failure reasons are the reference codec's codes (REASONS); the rest are the scanner's own stop statuses.
+ST_OK = _cl.OK
+ST_TRUNCATED_HEADER = _cl.TRUNCATED_HEADER
+ST_SIZE_EXCEEDS_FILE = _cl.SIZE_EXCEEDS_FILE
+ST_BAD_MAGIC = _cl.BAD_MAGIC
+ST_CRC_MISMATCH = _cl.CRC_MISMATCH
+ST_LENGTH_MISMATCH = _cl.LENGTH_MISMATCH
+ST_FIELD_OUT_OF_BOUNDS = _cl.FIELD_OUT_OF_BOUNDS
+ST_NEGATIVE_TOPIC_LENGTH = _cl.NEGATIVE_TOPIC_LENGTH
+ST_BAD_DELAY_LEVEL = _cl.BAD_DELAY_LEVEL
 ST_BLANK = 100
 ST_NEED_MORE = 101
 ST_RANGE_END = 102
@@ -50,7 +53,7 @@ ST_BATCH_FULL = 103
 ST_EOF = 104
 ST_NOT_FOUND = 105
 
-SCHEDULE_TOPIC = np.frombuffer(b"SCHEDULE_TOPIC_XXXX", dtype=np.uint8).copy()
+SCHEDULE_TOPIC = np.frombuffer(_cl.SCHEDULE_TOPIC.encode(), dtype=np.uint8).copy()
 HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
 HEXL = np.frombuffer(b"0123456789abcdef", dtype=np.uint8).copy()
 _U1 = np.uint64(1)

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from filterlib.javalang import java_parse_int
+from filterlib.store.commitlog import DEFAULT_COMMITLOG_FILE_SIZE, DEFAULT_DELAY_LEVELS
+from filterlib.store.consumequeue import DEFAULT_CQ_FILE_SIZE
+from filterlib.store.consumequeue_ext import DEFAULT_EXT_FILE_SIZE
 
 _WS = " \t\f"
 
@@ -103,10 +106,10 @@ class BrokerFilterConf:
     maxErrorRateOfBloomFilter: int = 20
     filterSupportRetry: bool = False
     bitMapLengthConsumeQueueExt: int = 64
-    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
-    mappedFileSizeConsumeQueue: int = 300000 * 20
-    mappedFileSizeConsumeQueueExt: int = 48 * 1024 * 1024
-    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    mappedFileSizeCommitLog: int = DEFAULT_COMMITLOG_FILE_SIZE
+    mappedFileSizeConsumeQueue: int = DEFAULT_CQ_FILE_SIZE
+    mappedFileSizeConsumeQueueExt: int = DEFAULT_EXT_FILE_SIZE
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     checkCRCOnRecover: bool = True
     storePathRootDir: str = ""
     storePathCommitLog: str = ""

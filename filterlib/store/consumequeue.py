@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from filterlib.store.commitlog import file_name, is_mapped_file_name
+from filterlib.store.commitlog import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    file_name,
+    is_mapped_file_name,
+)
 
 CQ_STORE_UNIT_SIZE = 20
 DEFAULT_CQ_FILE_SIZE = 300000 * CQ_STORE_UNIT_SIZE
@@ -116,7 +122,8 @@ def build_units(rows: Sequence[dict]) -> dict[tuple[str, int], list[tuple[int, i
     """
     out: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
     for r in rows:
-        if r["sys_flag"] & 0xC not in (0, 8):
+        # MessageSysFlag.getTransactionValue: flag & TRANSACTION_ROLLBACK_TYPE (0xC, the 2-bit field)
+        if r["sys_flag"] & TRANSACTION_ROLLBACK_TYPE not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
             continue
         out.setdefault((r["topic"], r["queue_id"]), []).append(
             (r["queue_offset"], r["commit_log_offset"], r["store_size"], r["tags_code"]))
