@@ -78,7 +78,7 @@ def generate(root: str, total: int) -> list[str]:
     size = min(FILE_SIZE, total) if nfiles == 1 else FILE_SIZE
     done = os.path.join(root, ".complete")
     paths = [os.path.join(root, cl.file_name(i * size)) for i in range(nfiles)]
-    if os.path.exists(done) and all(os.path.getsize(p) == size for p in paths if os.path.exists(p)):
+    if os.path.exists(done) and all(os.path.isfile(p) and os.path.getsize(p) == size for p in paths):
         return paths
     tm = _templates()
     blob = np.frombuffer(b"".join(tm), dtype=np.uint8)
