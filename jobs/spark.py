@@ -12,6 +12,10 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 _ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +51,7 @@ def delta_jars(directory: Path | None = None) -> list[Path]:
 
 
 def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
+    """True when --packages/--jars (spark-submit) or the caller's conf already bring delta-spark."""
     from pyspark import SparkConf
 
     submitted = SparkConf()  # carries spark-submit's --packages / --jars when running under spark-submit
@@ -57,7 +62,7 @@ def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
     return "delta-spark" in text
 
 
-def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None):
+def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
     """Return a SparkSession that reads and writes Delta tables.
 
     master: e.g. "local[*]"; None keeps what spark-submit or the environment chose (local[*] if nothing did).

@@ -57,3 +57,10 @@ def test_both_config_and_backup_unreadable_is_recorded_not_fatal(tmp_path):
     sd = StoreDir(str(root))
     assert sd.config("consumerFilter") is None
     assert any("neither the file nor its backup" in i for i in sd.issues)
+
+
+def test_a_listed_commitlog_directory_that_does_not_exist_is_an_issue(tmp_path):
+    root = _store(tmp_path)
+    sd = StoreDir(str(root), commitlog_dirs=[str(root / "commitlog"), str(root / "commitlog2")])
+    assert [f.base for f in sd.commitlog.files] == [0]
+    assert any("commitlog2" in i and "not found" in i for i in sd.issues)

@@ -48,8 +48,10 @@ def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
     if isinstance(dirs, str):
         dirs = [d for d in dirs.split(",") if d]
     files = []
+    missing = []
     for d in dirs:
         if not os.path.isdir(d):
+            missing.append(f"{d!r}: commitlog directory not found (storePathCommitLog entries are not trimmed)")
             continue
         for name in os.listdir(d):
             p = os.path.join(d, name)
@@ -57,7 +59,7 @@ def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
                 files.append(MappedFile(p, int(name), os.path.getsize(p)))
     files.sort(key=lambda f: f.base)
     sizes = Counter(f.size for f in files if f.size > 0)
-    issues: list[str] = []
+    issues: list[str] = missing
     if not sizes:
         return CommitLogFiles(files, 0, issues)
     top = max(sizes.values())
