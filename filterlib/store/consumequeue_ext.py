@@ -85,8 +85,21 @@ def iter_file_units(data: bytes, file_start: int = 0) -> Iterable[tuple[int, CqE
         pos += size
 
 
+def load_ext_files(queue_dir: str) -> dict[int, bytes]:
+    """{file start offset: bytes} of one (topic, queueId) ext directory, for `lookup`."""
+    out: dict[int, bytes] = {}
+    for start, path in queue_files(queue_dir):
+        with open(path, "rb") as f:
+            out[start] = f.read()
+    return out
+
+
 def read_ext_queue(queue_dir: str) -> dict[int, CqExtUnit]:
-    """All units of one (topic, queueId) ext directory keyed by decorated address (what CQ units store)."""
+    """All units of one (topic, queueId) ext directory keyed by decorated address (what CQ units store).
+
+    A walk of every file; `lookup` instead resolves one address the way the broker does (the unit it points to,
+    nothing else), which is what a reader following CQ units needs.
+    """
     out: dict[int, CqExtUnit] = {}
     for start, path in queue_files(queue_dir):
         with open(path, "rb") as f:
@@ -97,12 +110,18 @@ def read_ext_queue(queue_dir: str) -> dict[int, CqExtUnit]:
 
 
 def lookup(files: dict[int, bytes], file_size: int, address: int) -> CqExtUnit | None:
-    """ConsumeQueueExt.get: the unit an ext address points to, from {file start: bytes}; None if absent/invalid."""
+    """ConsumeQueueExt.get: the unit an ext address points to, from {file start: bytes}; None if absent/invalid.
+
+    file_size is mappedFileSizeConsumeQueueExt. As findMappedFileByOffset(realOffset, realOffset == 0) does, real
+    offset 0 falls back to the first file when no file starts at 0 (its first unit is read).
+    """
     if not is_ext_addr(address):
         return None
     real = undecorate(address)
     start = real - real % file_size
     data = files.get(start)
+    if data is None and real == 0 and files:
+        data = files[min(files)]
     return None if data is None else read_unit(data, real - start)
 
 
