@@ -31,7 +31,7 @@ Evaluator = Callable[[Mapping[str, str]], object]
 _STRINGS = ("S", "C")
 _INTEGRAL = ("I", "L")
 _NUMBERS = ("I", "L", "D")
-_LITERAL_KIND = {"string": "C", "int": "I", "long": "L", "double": "D", "bool": "B", "null": "N"}
+LITERAL_CLASS = {"string": "C", "int": "I", "long": "L", "double": "D", "bool": "B", "null": "N"}
 _JAVA_NAME = {"S": "String", "C": "String", "I": "Integer", "L": "Long", "D": "Double", "B": "Boolean"}
 
 _NO_CONST = object()
@@ -139,7 +139,7 @@ class _Compiler:
 
     def _literal(self, node: ast.Literal):
         v = node.value
-        return (lambda p: v), _LITERAL_KIND[node.kind], v
+        return (lambda p: v), LITERAL_CLASS[node.kind], v
 
     def _property(self, node: ast.Property):
         name = node.name

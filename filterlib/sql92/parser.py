@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from ply import yacc
 
-from filterlib.errors import FilterSyntaxError
+from filterlib.errors import FilterEvaluationError, FilterSyntaxError
 from filterlib.sql92 import ast
+from filterlib.sql92.evaluate import LITERAL_CLASS, make_java_compare
 from filterlib.sql92.javanum import INT_MAX, LONG_MAX
 from filterlib.sql92.lexer import KEYWORDS_5_1_3, make_lexer, tokens  # noqa: F401  (PLY reads `tokens`)
 
@@ -101,14 +102,6 @@ def _check_equal_operands(left: ast.Node, right: ast.Node, pos: int) -> None:
             raise _SemanticError(f"'{_describe(left)}' cannot be compared with '{_describe(right)}'", pos, "=")
 
 
-def _numeric_compare(a: ast.Literal, b: ast.Literal) -> int:
-    """Sign of a - b for two numeric literals (Java widens Integer/Long to double against a Double)."""
-    x, y = a.value, b.value
-    if a.kind == "double" or b.kind == "double":
-        x, y = float(x), float(y)
-    return (x > y) - (x < y)
-
-
 def _create_equal(left: ast.Node, right: ast.Node, pos: int) -> ast.Node:
     """createEqual."""
     _check_equal_operands(left, right, pos)
@@ -123,12 +116,20 @@ def _create_ordering(op: str, left: ast.Node, right: ast.Node, pos: int) -> ast.
 
 
 def _create_between(value: ast.Node, low: ast.Node, high: ast.Node, pos: int, negated: bool) -> ast.Node:
-    """createBetween / createNotBetween: literal bounds must be non-null and ordered; then rewritten."""
+    """createBetween / createNotBetween: literal bounds must be non-null and ordered; then rewritten.
+
+    createBetween orders two literal bounds with the evaluator's `__compare(high, low)`, so it throws what that
+    throws (ClassCastException for a String low and a Boolean high); createNotBetween checks nothing.
+    """
     if not negated and isinstance(low, ast.Literal) and isinstance(high, ast.Literal):
         if low.kind == "null" or high.kind == "null":
             raise _SemanticError("Illegal values of between, values can not be null!", pos, "BETWEEN")
-        numeric = ("int", "long", "double")
-        if low.kind in numeric and high.kind in numeric and _numeric_compare(high, low) < 0:
+        compare = make_java_compare(LITERAL_CLASS[high.kind], LITERAL_CLASS[low.kind])
+        try:
+            order = -1 if compare is None else compare(high.value, low.value)
+        except FilterEvaluationError as e:
+            raise _SemanticError(f"Illegal values of between: {e}", pos, "BETWEEN", e.java_class) from None
+        if order < 0:
             raise _SemanticError(f"Illegal values of between, left value({_describe(low)}) must less than or "
                                  f"equal to right value({_describe(high)})", pos, "BETWEEN")
     if negated:
