@@ -9,11 +9,12 @@ RocketMQ ignores it (`a > 0L AND b = 1` is `a > 0`). The tables are built once p
 
 from __future__ import annotations
 
+import copy
 import sys
 import threading
 from dataclasses import dataclass
 
-from ply import yacc
+from ply import lex, yacc
 
 from filterlib.errors import FilterEvaluationError, FilterSyntaxError
 from filterlib.sql92 import ast
@@ -42,6 +43,7 @@ class _SemanticError(Exception):
         self.pos = pos
         self.text = text
         self.java_cause = java_cause
+        self.open_plus = None  # the outermost `+` token still waiting for its operand when the check failed
 
 
 class _ParseStop(Exception):
@@ -424,13 +426,81 @@ def _expected(kinds: tuple[str, ...]) -> str:
 
 
 def _run(parser, feed) -> ast.Node:
-    """One LALR parse over a token feed."""
-    return parser.parse(lexer=feed, tracking=False)
+    """One LALR parse over a token feed; a semantic error notes the outermost `+` still waiting for its operand."""
+    try:
+        return parser.parse(lexer=feed, tracking=False)
+    except _SemanticError as e:
+        e.open_plus = next((s for s in parser.symstack if isinstance(s, lex.LexToken) and s.type == "PLUS"), None)
+        raise
+
+
+def _probe(tok) -> lex.LexToken:
+    """A `>` standing in for a lexically bad token: as a lookahead it completes exactly the rules JavaCC finishes
+    without peeking at the next token (literals, unary operators, the comparison operators, IS NULL, IN, BETWEEN;
+    `>` follows cmp_expr but never eq_expr, and_expr or or_expr, whose JavaCC loops must lex the next token)."""
+    probe = lex.LexToken()
+    probe.type, probe.value, probe.lineno, probe.lexpos = "GT", ">", tok.lineno, tok.lexpos
+    return probe
+
+
+_recognizer = None
+
+
+def _recognize(toks: list) -> tuple[set[int], bool]:
+    """Syntax only (no checks run, as in a JavaCC scan): where `+ operand`s were completed, and whether every
+    token was taken (the parse stopped only at the end of `toks`, or accepted them)."""
+    global _recognizer
+    if _recognizer is None:  # the same LALR tables, with an action that only notes completed `+` operands
+        _recognizer = copy.copy(_get_parser())
+        _recognizer.productions = [copy.copy(prod) for prod in _recognizer.productions]
+        for prod in _recognizer.productions:
+            prod.callable = _note_plus
+        _recognizer.errorfunc = _stop
+    _recognizer.completed_plus = set()
+    try:
+        _recognizer.parse(lexer=_Feed(iter(toks)), tracking=False)
+    except _ParseStop as stop:
+        return _recognizer.completed_plus, stop.token is None
+    return _recognizer.completed_plus, True
+
+
+def _note_plus(p) -> None:
+    """Recognizer action: remember where each `+ operand` was completed."""
+    if len(p) == 3 and p.slice[1].type == "PLUS":
+        _recognizer.completed_plus.add(p.lexpos(1))
+
+
+def _stop(tok) -> None:
+    """Recognizer error handler: stop at the first token the syntax cannot take."""
+    raise _ParseStop(tok, ())
+
+
+def _plus_scan_error(text: str, plus, old_grammar: bool) -> FilterSyntaxError | None:
+    """JavaCC's LOOKAHEAD("+" unaryExpr()): a `+` operand is scanned (lexed, syntax only) before any of its
+    actions run, so a lexical error in it is a TokenMgrError and a syntax error a ParseException at the `+`.
+    None when the operand scans cleanly (then its semantic errors stand)."""
+    toks = list(iter(make_lexer(text, not old_grammar).token, None))
+    rest = toks[next(i for i, t in enumerate(toks) if t.lexpos == plus.lexpos):]
+    bad = rest[-1] if rest[-1].type == "LEXERROR" else None
+    clean = rest[:-1] if bad is not None else rest
+    # The scan reads no further than the operand's last token: a bad token right after it does not matter.
+    completed, _ = _recognize(clean if bad is None else [*clean, _probe(bad)])
+    if plus.lexpos in completed:
+        return None
+    if bad is not None and _recognize(clean)[1]:
+        return _syntax_error(text, _ParseStop(bad, ()), old_grammar)
+    return _syntax_error(text, _ParseStop(plus, ()), old_grammar)
 
 
 def parse(text: str, with_5_1_3_keywords: bool = True) -> ParseResult:
-    """Parse a selector as RocketMQ does; FilterSyntaxError where RocketMQ throws MQFilterException."""
+    """Parse a selector as RocketMQ does; FilterSyntaxError where RocketMQ throws MQFilterException.
+
+    Errors come in Java's order: JavaCC lexes lazily, so a check that completes before a lexically bad token
+    wins over the lexical error (`c < 'x' %` is the comparison's RuntimeException); and a `+` operand is scanned
+    before its checks run, so its lexical or syntax errors win over them.
+    """
     parser = _get_parser()
+    old_grammar = not with_5_1_3_keywords
     feed = _Feed(make_lexer(text, with_5_1_3_keywords))
     ignored_pos: int | None = None
     try:
@@ -439,16 +509,27 @@ def parse(text: str, with_5_1_3_keywords: bool = True) -> ParseResult:
                 tree = _run(parser, feed)
             except _ParseStop as stop:
                 tok = stop.token
+                if tok is not None and tok.type == "LEXERROR":
+                    try:
+                        _run(parser, _Feed(iter([*feed.seen[:-1], _probe(tok)])))
+                    except _ParseStop:
+                        pass
                 if tok is None or tok.type == "LEXERROR":
-                    raise _syntax_error(text, stop, not with_5_1_3_keywords) from None
+                    raise _syntax_error(text, stop, old_grammar) from None
                 prefix = iter(feed.seen[:-1])
                 try:
                     tree = _run(parser, _Feed(prefix))
                 except _ParseStop:
-                    raise _syntax_error(text, stop, not with_5_1_3_keywords) from None
+                    raise _syntax_error(text, stop, old_grammar) from None
                 ignored_pos = tok.lexpos
             tree = _as_boolean(tree, 0)
     except _SemanticError as e:
+        plus = e.open_plus
+        if plus is not None:
+            with _parse_lock:
+                scan_error = _plus_scan_error(text, plus, old_grammar)
+            if scan_error is not None:
+                raise scan_error from None
         raise FilterSyntaxError(f"Invalid MessageSelector: {e} (at {_where(text, e.pos)})", text, e.pos, e.text,
                                 java_cause=e.java_cause) from None
     if ast.depth(tree) > MAX_DEPTH:
