@@ -32,7 +32,6 @@ _STRINGS = ("S", "C")
 _INTEGRAL = ("I", "L")
 _NUMBERS = ("I", "L", "D")
 LITERAL_CLASS = {"string": "C", "int": "I", "long": "L", "double": "D", "bool": "B", "null": "N"}
-_JAVA_NAME = {"S": "String", "C": "String", "I": "Integer", "L": "Long", "D": "Double", "B": "Boolean"}
 
 _NO_CONST = object()
 
@@ -50,7 +49,7 @@ def _cce(left: str, right: str) -> FilterEvaluationError:
         f"java.lang.{right} are in module java.base of loader 'bootstrap')", "ClassCastException")
 
 
-def _string_order_error(lv: str, rv: str, e: JavaNumberFormatError) -> FilterEvaluationError:
+def _string_order_error(lv: str, rv: str) -> FilterEvaluationError:
     """What ComparisonExpression.evaluate throws when two strings do not both parse as doubles."""
     return FilterEvaluationError(f"It's illegal to compare string by '>=', '>', '<', '<='. lv={lv}, rv={rv}",
                                  "RuntimeException", "NumberFormatException")
@@ -301,8 +300,8 @@ def _ordering(op: str, lf: Evaluator, lk: str, rf: Evaluator, rk: str) -> Evalua
             try:
                 x = double_value_of(lv)
                 y = double_value_of(rv)
-            except JavaNumberFormatError as e:
-                raise _string_order_error(lv, rv, e) from None
+            except JavaNumberFormatError:
+                raise _string_order_error(lv, rv) from None
             return test(double_compare(x, y))
         return order_strings
     if lk == "N" or rk == "N":

@@ -72,7 +72,7 @@ def _describe(node: ast.Node) -> str:
     return type(node).__name__.lower() + " expression"
 
 
-def _as_boolean(node: ast.Node, pos: int) -> ast.Node:
+def _as_boolean(node: ast.Node) -> ast.Node:
     """SelectorParser.asBooleanExpression: conditions pass, a bare property is cast, anything else is refused."""
     if ast.is_boolean_expression(node):
         return node
@@ -150,8 +150,8 @@ def _create_in(left: ast.Node, values: list[str], negated: bool, pos: int) -> as
 
 def _make_logic(cls, left: ast.Node, right: ast.Node, pos: int) -> ast.Node:
     """createAND / createOR with both operands cast to conditions; nested chains are flattened."""
-    left = _as_boolean(left, pos)
-    right = _as_boolean(right, pos)
+    left = _as_boolean(left)
+    right = _as_boolean(right)
     parts: list[ast.Node] = []
     for n in (left, right):
         parts.extend(n.operands if isinstance(n, cls) else (n,))
@@ -286,7 +286,7 @@ def p_unary(p):
     elif kind == "MINUS":
         p[0] = ast.Negate(p[2], pos)
     else:
-        operand = _as_boolean(p[2], pos)
+        operand = _as_boolean(p[2])
         # NOT NOT x is x: the operand is a condition, so its value is TRUE, FALSE or null, all of which survive.
         p[0] = operand.operand if isinstance(operand, ast.Not) else ast.Not(operand, pos)
 
@@ -522,7 +522,7 @@ def parse(text: str, with_5_1_3_keywords: bool = True) -> ParseResult:
                 except _ParseStop:
                     raise _syntax_error(text, stop, old_grammar) from None
                 ignored_pos = tok.lexpos
-            tree = _as_boolean(tree, 0)
+            tree = _as_boolean(tree)
     except _SemanticError as e:
         plus = e.open_plus
         if plus is not None:
