@@ -12,9 +12,8 @@ from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.errors import FilterError
 from filterlib.javalang import java_utf8_decode, java_utf8_encode
 from filterlib.store import fastjson
-from filterlib.tags import is_tag_type
+from filterlib.tags import SQL92_TYPE, is_tag_type
 
-SQL92_TYPE = "SQL92"
 MS_24_HOUR = 24 * 3600 * 1000
 LOAD_DEAD_BACKDATE_MS = 30 * 1000
 
