@@ -28,6 +28,9 @@ public final class Main {
             case "pull":
                 rc = PullMode.run(args[1], args[2]);
                 break;
+            case "scan":
+                rc = ScanMode.run(args[1], args[2]);
+                break;
             case "bench":
                 rc = BenchMode.run(args[1], args[2]);
                 break;
