@@ -7,6 +7,7 @@ package rmqref;
  *   store SCENARIO.json OUTDIR    a real store directory, its listing, and the real pull replay over it
  *   pull  REQUEST.json OUT.json   the real pull replay over (a copy of) an existing store directory
  *   bench IN.json OUT.json        warm single-threaded timing of SQL92 evaluate / bloom isHit
+ *   scan  IN.json OUT.json        the recovery walk (checkMessageAndReturnSize) over commitlog files, damaged or not
  */
 public final class Main {
     private Main() {
@@ -14,7 +15,7 @@ public final class Main {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
-            System.err.println("usage: rmqref.Main eval|store|pull|bench INPUT OUTPUT");
+            System.err.println("usage: rmqref.Main eval|store|pull|bench|scan INPUT OUTPUT");
             System.exit(2);
         }
         int rc;
