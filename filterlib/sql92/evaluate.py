@@ -22,6 +22,7 @@ from filterlib.sql92.javanum import (
     double_value_of,
     integer_value_of,
     long_value_of,
+    number_format_error,
 )
 
 Evaluator = Callable[[Mapping[str, str]], object]
@@ -34,12 +35,6 @@ _NUMBERS = ("I", "L", "D")
 LITERAL_CLASS = {"string": "C", "int": "I", "long": "L", "double": "D", "bool": "B", "null": "N"}
 
 _NO_CONST = object()
-
-
-def _nfe(e: JavaNumberFormatError) -> FilterEvaluationError:
-    """RuntimeException(NumberFormatException) as __compare throws it."""
-    return FilterEvaluationError(f"java.lang.NumberFormatException: {e}", "RuntimeException",
-                                 "NumberFormatException")
 
 
 def _cce(left: str, right: str) -> FilterEvaluationError:
@@ -86,7 +81,7 @@ def make_java_compare(lk: str, rk: str) -> Callable[[object, object], int] | Non
             try:
                 x = conv(lv)
             except JavaNumberFormatError as e:
-                raise _nfe(e) from None
+                raise number_format_error(e) from None
             return base(x, rv)
         return string_vs_other
     if lk in _NUMBERS and rk in _STRINGS:
@@ -97,7 +92,7 @@ def make_java_compare(lk: str, rk: str) -> Callable[[object, object], int] | Non
             try:
                 y = conv(rv)
             except JavaNumberFormatError as e:
-                raise _nfe(e) from None
+                raise number_format_error(e) from None
             return base(lv, y)
         return other_vs_string
     if lk in _INTEGRAL and rk in _INTEGRAL:
@@ -394,7 +389,7 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
                 try:
                     x = conv(v)
                 except JavaNumberFormatError as e:
-                    raise _nfe(e) from None
+                    raise number_format_error(e) from None
             return test(x)
         return prop_vs_double
     if op == "=":
@@ -407,7 +402,7 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
                 try:
                     x = conv(v)
                 except JavaNumberFormatError as e:
-                    raise _nfe(e) from None
+                    raise number_format_error(e) from None
             return x == const
         return prop_eq_int
     if op == ">":
@@ -420,7 +415,7 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
                 try:
                     x = conv(v)
                 except JavaNumberFormatError as e:
-                    raise _nfe(e) from None
+                    raise number_format_error(e) from None
             return x > const
         return prop_gt_int
     test = _ORDER_TEST[op]
@@ -434,7 +429,7 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
             try:
                 x = conv(v)
             except JavaNumberFormatError as e:
-                raise _nfe(e) from None
+                raise number_format_error(e) from None
         return test(_cmp_int(x, const))
     return prop_vs_int
 

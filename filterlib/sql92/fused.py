@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from filterlib.errors import FilterEvaluationError
 from filterlib.sql92 import ast
-from filterlib.sql92.javanum import JavaNumberFormatError, double_value_of, integer_value_of, long_value_of
+from filterlib.sql92.javanum import (
+    JavaNumberFormatError,
+    double_value_of,
+    integer_value_of,
+    long_value_of,
+    number_format_error,
+)
 
 _LITERAL_CLASS = {"int": "I", "long": "L", "double": "D"}
 _PARSERS = {"I": integer_value_of, "L": long_value_of, "D": double_value_of}
@@ -26,8 +31,7 @@ def _raising(conv):
         try:
             return conv(v)
         except JavaNumberFormatError as e:
-            raise FilterEvaluationError(f"java.lang.NumberFormatException: {e}", "RuntimeException",
-                                        "NumberFormatException") from None
+            raise number_format_error(e) from None
     return convert
 
 

@@ -11,6 +11,7 @@ import math
 import re
 import unicodedata
 
+from filterlib.errors import FilterEvaluationError
 from filterlib.javalang import java_trim
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -152,3 +153,8 @@ def double_compare(x: float, y: float) -> int:
     if xn and yn:
         return 0
     return 1 if xn else -1
+
+
+def number_format_error(e: JavaNumberFormatError) -> FilterEvaluationError:
+    """The RuntimeException(NumberFormatException) that ComparisonExpression.__compare throws for a bad number."""
+    return FilterEvaluationError(f"java.lang.NumberFormatException: {e}", "RuntimeException", "NumberFormatException")
