@@ -215,8 +215,12 @@ final class StoreMode {
         Thread.sleep(2);
     }
 
-    /** ConsumerFilterManager.clean() under a given filterDataCleanTimeSpan (restored afterwards). */
+    /**
+     * ConsumerFilterManager.clean() under a given filterDataCleanTimeSpan (restored afterwards). Messages put before
+     * the clean are dispatched first, so their bitmaps never see records the clean removes.
+     */
     private void clean(int index, JSONObject e) throws Exception {
+        b.waitDispatch();
         long span = e.getLongValue("spanMs", b.brokerConfig.getFilterDataCleanTimeSpan());
         long saved = b.brokerConfig.getFilterDataCleanTimeSpan();
         b.brokerConfig.setFilterDataCleanTimeSpan(span);
