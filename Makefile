@@ -28,8 +28,8 @@ $(JARS)/.fetched: jars/pom.xml
 
 setup: $(VENV)/.installed $(JARS)/.fetched ## virtualenv, pip install -e .[dev], Delta jars (idempotent)
 
-test: setup ## run the whole test suite (builds the Java reference harness once)
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: setup ## run the whole test suite (builds the Java reference harness once; Hypothesis derandomized)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest $(PYTEST_ARGS)
 
 demo: setup ## (not yet) the replay jobs on the bundled sample dump; says so plainly until the jobs exist
 	@echo "make demo: the replay jobs (jobs.build_queues, jobs.simulate_pull) are not built yet, so there is"

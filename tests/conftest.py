@@ -7,12 +7,12 @@ import os
 import pytest
 from hypothesis import settings
 
-# CI (which runs with CI=true) must be reproducible: derandomize makes every run try the same examples, no
-# deadline (a loaded machine must not turn slowness into failures), and print_blob lets a failure be replayed
-# locally. Elsewhere the default profile keeps exploring new examples.
+# `make test` (and so CI) must be reproducible: the "ci" profile derandomizes (every run tries the same
+# examples), drops the deadline (a loaded machine must not turn slowness into failures) and prints a blob to
+# replay a failure. `make test` selects it with HYPOTHESIS_PROFILE=ci, as does CI=true; a plain `pytest` keeps
+# Hypothesis's default profile, which explores new examples on every run.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 
 @pytest.fixture(scope="session")
