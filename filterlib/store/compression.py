@@ -49,6 +49,8 @@ def compress(data: bytes, ctype: str, level: int = 5) -> bytes:
     ZSTD: zstd-jni `ZstdOutputStream(level)` written, flushed, closed: a frame without content size whose data
     ends in a flushed (non-last) block followed by an empty last block.  Python's one-shot LZ4/zstd helpers
     write different frame headers (fitted block size, stored content size), so the streaming APIs are used.
+    zstd output also depends on the library version: equal to the client's only with libzstd 1.5.2, the one
+    zstd-jni 1.5.2-2 (every RocketMQ 5.x) carries, hence the zstandard pin in setup.cfg.
     """
     if ctype == ZLIB:
         return zlib.compress(data, level)
