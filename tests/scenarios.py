@@ -267,3 +267,35 @@ def heartbeat_clean_scenario(seed: int, n_messages: int = 60) -> dict:
         "groups": ["G1", "G2", "G3", "G4", "G5"],
         "events": events,
     }
+
+
+def large_body_scenario(seed: int) -> dict:
+    """Bodies from 64 KiB to 3 MiB (under the broker's 4 MiB maxMessageSize), compressed by every client codec at
+    several levels, so zlib and zstd write many internal blocks (LZ4 still one block of its 4 MiB frame blocks);
+    every codec gets a compressible JSON-ish body, every fourth body is random bytes. 8 MiB commit log files, so
+    records straddle no file end and BLANK fillers appear."""
+    rng = random.Random(seed)
+    codecs = [None, {"type": "zlib", "level": 1}, {"type": "zlib", "level": 9}, {"type": "legacy-zlib"},
+              {"type": "lz4"}, {"type": "zstd", "level": 1}, {"type": "zstd", "level": 3},
+              {"type": "zstd", "level": 19}]
+    sizes = [65_536, 131_072 + 17, 400_000, 1_048_576, 2_000_003, 3 * 1_048_576]
+    events = []
+    for i in range(16):
+        size = sizes[i % len(sizes)]
+        if i % 4 == 3:
+            body = rng.randbytes(size)
+        else:
+            words = [f'{{"k{rng.randrange(50)}": {rng.randrange(10 ** rng.randrange(1, 9))}}} '
+                     for _ in range(size // 8 + 1)]
+            body = "".join(words).encode()[:size]
+        m = {"kind": "message", "id": f"m{i}", "topic": "BigBodies", "queueId": i % 2,
+             "bornTimestamp": BORN_BASE + i, "bornHost": _host(rng, False), "tags": "TagA",
+             "bodyBase64": base64.b64encode(body).decode()}
+        codec = codecs[(i // 2) % len(codecs)]
+        if codec is not None:
+            m["compress"] = codec
+        events.append(m)
+    return {"broker": {"enableConsumeQueueExt": False},
+            "store": {"mappedFileSizeCommitLog": 8 * 1_048_576},
+            "topics": [{"name": "BigBodies", "readQueueNums": 2, "writeQueueNums": 2}],
+            "events": events}
