@@ -2,6 +2,8 @@
 
 The dump (≥ 1 GiB by default; BENCH_DECODE_BYTES overrides, e.g. 64M for a quick run) is generated with the
 store encoder and cached under BENCH_CACHE_DIR (default ~/.cache/filterlib-bench) so reruns skip generation.
+Each figure is the best of BENCH_REPEAT passes (default 3): a cold page cache or a busy neighbour right after a
+big build only ever slows a pass, and one slow pass used to halve the printed ratio.
 """
 
 from __future__ import annotations
@@ -108,29 +110,32 @@ def main() -> None:
     warm = RangeScan(paths[0], 0, 1 << 20, opts)
     warm.batches()
     hop_file(paths[0], 1 << 20)
-    t = time.perf_counter()
-    hop_n = hop_b = 0
-    for p in paths:
-        n, b = hop_file(p)
-        hop_n += n
-        hop_b += b
-    t_hop = time.perf_counter() - t
-    t = time.perf_counter()
-    rows = 0
-    nbytes = 0
-    for p in paths:
-        scan = RangeScan(p, 0, os.path.getsize(p), opts)
-        for batch in scan:
-            rows += batch.num_rows
-        acc = merge_reports([scan.report])
-        nbytes += acc.decoded_bytes
-        assert acc.closes and not acc.damage
-    t_dec = time.perf_counter() - t
+    repeat = max(1, int(os.environ.get("BENCH_REPEAT", "3")))
+    t_hop = t_dec = float("inf")
+    for _ in range(repeat):  # best of `repeat`: page cache and noisy neighbours only ever slow a pass down
+        t = time.perf_counter()
+        hop_n = hop_b = 0
+        for p in paths:
+            n, b = hop_file(p)
+            hop_n += n
+            hop_b += b
+        t_hop = min(t_hop, time.perf_counter() - t)
+        t = time.perf_counter()
+        rows = 0
+        nbytes = 0
+        for p in paths:
+            scan = RangeScan(p, 0, os.path.getsize(p), opts)
+            for batch in scan:
+                rows += batch.num_rows
+            acc = merge_reports([scan.report])
+            nbytes += acc.decoded_bytes
+            assert acc.closes and not acc.damage
+        t_dec = min(t_dec, time.perf_counter() - t)
     assert rows == hop_n, (rows, hop_n)
     print(f"size-only hop : {hop_n / t_hop / 1e6:8.2f} M msgs/s  {hop_b / t_hop / 1e6:9.1f} MB/s  ({t_hop:.2f} s)")
     print(f"decode->Arrow : {rows / t_dec / 1e6:8.2f} M msgs/s  {nbytes / t_dec / 1e6:9.1f} MB/s  ({t_dec:.2f} s, "
           f"{rows} records, properties as map<string,string>)")
-    print(f"decode / hop  : {t_hop / t_dec:.3f}  (one core: a single-threaded run)")
+    print(f"decode / hop  : {t_hop / t_dec:.3f}  (one core: a single-threaded run; best of {repeat} passes each)")
 
 
 if __name__ == "__main__":
