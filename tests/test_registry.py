@@ -377,8 +377,10 @@ def run_sql_table(run: dict) -> dict:
 
 
 def replay_registrations(run: dict, table: dict, check: list | None = None,
-                         compiler=None) -> tuple[ConsumerFilterManager, list]:
+                         compiler=None, on_message=None) -> tuple[ConsumerFilterManager, list]:
     """Replay the scenario's events on a Python manager; return it and the bitmap comparisons per message.
+
+    `on_message(manager, record)` is called at each message event with the registry as the broker had it then.
 
     New records take the broker's bornTime only when the broker really built one; otherwise a time the broker
     never used, so a wrongly rebuilt record shows up as a bornTime mismatch.
@@ -396,8 +398,8 @@ def replay_registrations(run: dict, table: dict, check: list | None = None,
             old = m.get(event["topic"], event["group"])
             born = row.get("bornTime")
             now = born if born is not None and (old is None or born != old.born_time) else -7
-            result = m.register(event["topic"], event["group"], event["expression"], event["type"],
-                                event["clientVersion"], now=now)
+            result = m.register(event["topic"], event["group"], event["expression"], event.get("type", "SQL92"),
+                                event.get("clientVersion", 1), now=now)
             if check is not None:
                 check.append((index, "result", result, row["result"]))
                 mine = m.get(event["topic"], event["group"])
@@ -441,6 +443,8 @@ def replay_registrations(run: dict, table: dict, check: list | None = None,
             m = trial
         elif event["kind"] == "message":
             record = by_id[event["id"]]
+            if on_message is not None:
+                on_message(m, record)
             ext = (record.get("cq") or {}).get("ext")
             mine = m.calc_bitmap(record["topic"], record["properties"] or {})
             bitmaps.append((event["id"], None if mine is None else mine.hex(), ext and ext["bitmapHex"]))

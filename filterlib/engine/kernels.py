@@ -1,0 +1,264 @@
+"""The kernel backend: the selector's AST evaluated over whole columns, for properties with many distinct values.
+
+Leaf predicates that name one property (IS NULL, IN, `prop = 'text'`, `prop op number`, CONTAINS & co., a bare
+property) are decided once per distinct value of that property — numbers parsed with Java's rules by
+`numbers.parse_numbers` — and spread to the rows by code; AND / OR / NOT combine the per-row states with Java's
+left-to-right, three-valued, short-circuit rules (an operand's error counts only where no earlier operand
+decided). Any other node is evaluated per distinct tuple of the properties it names by the interpreter's own
+closure (`table`), so every shape of the grammar is covered and the answers, errors included, are the
+interpreter's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filterlib.engine.columns import Column
+from filterlib.engine.numbers import Parsed, double_compare, int_compare, parse_numbers
+from filterlib.engine.results import ERROR, FALSE, NULL, TRUE
+from filterlib.engine.table import distinct_tuples, evaluate_maps, tuple_maps
+from filterlib.errors import FilterEvaluationError
+from filterlib.sql92 import ast
+from filterlib.sql92.evaluate import _NO_CONST, _Compiler, compile_tree
+from filterlib.sql92.javanum import JavaNumberFormatError, number_format_error
+
+_NOT = np.array([TRUE, FALSE, NULL, ERROR], dtype=np.int8)
+_NUMERIC = ("I", "L", "D")
+_FLIP = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+_EMPTY_COLUMN_VALUES = pa.array([], pa.string())
+
+
+@dataclass
+class Vec:
+    """A boolean node's answer per row: state (int8) and, where ERROR, an index into `errors`."""
+
+    state: np.ndarray
+    err_index: np.ndarray | None
+    errors: list[FilterEvaluationError]
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+class BatchContext:
+    """One batch's property columns and everything derived from them that several filters share."""
+
+    def __init__(self, columns: dict[str, Column], n: int, closures: dict | None = None):
+        self.columns = columns
+        self.n = n
+        self.closures = {} if closures is None else closures
+        self._tuples: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._maps: dict[tuple[str, ...], list[dict[str, str]]] = {}
+        self._parsed: dict[tuple[str, str], tuple[Parsed, np.ndarray, list]] = {}
+        self._memo: dict[ast.Node, Vec] = {}
+
+    def column(self, name: str) -> Column:
+        col = self.columns.get(name)
+        if col is None:
+            col = self.columns[name] = Column(np.full(self.n, -1, dtype=np.int32), _EMPTY_COLUMN_VALUES)
+        return col
+
+    def tuples(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(inverse, tuples) of the distinct value tuples of these properties (cached per batch)."""
+        hit = self._tuples.get(names)
+        if hit is None:
+            hit = self._tuples[names] = distinct_tuples([self.column(x) for x in names], self.n)
+        return hit
+
+    def distinct_count(self, names: tuple[str, ...], limit: int) -> int:
+        """Distinct tuples of these properties, or a number above `limit` when that is certain without counting."""
+        cards = [self.column(x).cardinality + 1 for x in names]
+        if cards and max(cards) - 1 > limit:
+            return max(cards) - 1
+        return len(self.tuples(names)[1])
+
+    def maps(self, names: tuple[str, ...]) -> list[dict[str, str]]:
+        hit = self._maps.get(names)
+        if hit is None:
+            hit = self._maps[names] = tuple_maps(names, [self.column(x) for x in names], self.tuples(names)[1])
+        return hit
+
+    def parsed(self, name: str, kind: str) -> tuple[Parsed, np.ndarray, list]:
+        """A column's distinct values parsed as `kind`, with per-entry error indices and the errors."""
+        key = (name, kind)
+        hit = self._parsed.get(key)
+        if hit is None:
+            col = self.column(name)
+            p = parse_numbers(col.values, kind, col._pylist)
+            err_index = np.zeros(len(p.ok), dtype=np.int32)
+            errors = []
+            for i, msg in p.errors.items():
+                err_index[i] = len(errors)
+                errors.append(number_format_error(JavaNumberFormatError(msg)))
+            hit = self._parsed[key] = (p, err_index, errors)
+        return hit
+
+    def closure(self, node: ast.Node) -> Callable:
+        fn = self.closures.get(node)
+        if fn is None:
+            fn = self.closures[node] = compile_tree(node)
+        return fn
+
+
+def by_tuples(ctx: BatchContext, fn: Callable, names: tuple[str, ...]) -> Vec:
+    """Evaluate an interpreter closure once per distinct tuple of `names` and spread it to the rows."""
+    inverse, _ = ctx.tuples(names)
+    state, err, errors = evaluate_maps(fn, ctx.maps(names))
+    return Vec(state[inverse], None if err is None else err[inverse], errors)
+
+
+def _spread(col: Column, entry_state: np.ndarray, missing_state: int, entry_err: np.ndarray | None = None,
+            errors: list | None = None) -> Vec:
+    """Per-entry states (plus the state of a missing property) to per-row states by the column's codes."""
+    d = len(entry_state)
+    ext = np.empty(d + 1, dtype=np.int8)
+    ext[:d] = entry_state
+    ext[d] = missing_state
+    state = ext[col.codes]
+    if not errors:
+        return Vec(state, None, [])
+    eext = np.zeros(d + 1, dtype=np.int32)
+    eext[:d] = entry_err
+    return Vec(state, eext[col.codes], errors)
+
+
+def _bools(mask: np.ndarray, negate: bool = False) -> np.ndarray:
+    return (np.asarray(mask, dtype=bool) ^ negate).astype(np.int8)
+
+
+def _arrow_bools(arr: pa.Array) -> np.ndarray:
+    return np.asarray(arr.fill_null(False), dtype=bool)
+
+
+def _const(node: ast.Node) -> tuple[str, object] | None:
+    """(Java class, value) of a numeric constant node (a literal or a negated one), else None."""
+    if not isinstance(node, (ast.Literal, ast.Negate)):
+        return None
+    _, kind, const = _Compiler().value(node)
+    if const is _NO_CONST or kind not in _NUMERIC:
+        return None
+    return kind, const
+
+
+def _is_null_test(node: ast.Node) -> str | None:
+    if (isinstance(node, ast.Compare) and node.op == "=" and isinstance(node.left, ast.Property)
+            and isinstance(node.right, ast.Literal) and node.right.kind == "null"):
+        return node.left.name
+    return None
+
+
+def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_state: int) -> Vec:
+    """`prop op const` with the property parsed by the constant's Java class."""
+    p, err_index, errors = ctx.parsed(name, kind)
+    cmp = double_compare(p.values, float(const)) if kind == "D" else int_compare(p.values, int(const))
+    if op == "=":
+        test = cmp == 0
+    elif op == ">":
+        test = cmp > 0
+    elif op == ">=":
+        test = cmp >= 0
+    elif op == "<":
+        test = cmp < 0
+    else:
+        test = cmp <= 0
+    entry = np.where(p.ok, test.astype(np.int8), np.int8(ERROR)).astype(np.int8)
+    return _spread(ctx.column(name), entry, missing_state, err_index, errors)
+
+
+def _leaf(ctx: BatchContext, node: ast.Node) -> Vec | None:
+    """A vectorised leaf predicate, or None when the node has no kernel of its own."""
+    name = _is_null_test(node)
+    if name is not None:
+        col = ctx.column(name)
+        return _spread(col, np.zeros(col.cardinality, dtype=np.int8), TRUE)
+    if isinstance(node, ast.BoolCast):
+        col = ctx.column(node.operand.name)
+        return _spread(col, np.zeros(col.cardinality, dtype=np.int8), NULL)
+    if isinstance(node, ast.In):
+        col = ctx.column(node.operand.name)
+        wanted = [v for v in node.values if not _has_surrogate(v)]
+        mask = _arrow_bools(pc.is_in(col.values, value_set=pa.array(wanted, pa.string()))) if wanted else \
+            np.zeros(col.cardinality, dtype=bool)
+        return _spread(col, _bools(mask, node.negated), NULL)
+    if isinstance(node, ast.Match):
+        if not node.search:
+            return Vec(np.zeros(ctx.n, dtype=np.int8), None, [])
+        if not isinstance(node.operand, ast.Property) or _has_surrogate(node.search):
+            return None
+        col = ctx.column(node.operand.name)
+        fn = {"contains": pc.match_substring, "startswith": pc.starts_with, "endswith": pc.ends_with}[node.op]
+        return _spread(col, _bools(_arrow_bools(fn(col.values, node.search)), node.negated), FALSE)
+    if isinstance(node, ast.Compare):
+        left, right = node.left, node.right
+        if isinstance(left, ast.Property):
+            if isinstance(right, ast.Literal) and right.kind == "string" and node.op == "=" \
+                    and not _has_surrogate(right.value):
+                col = ctx.column(left.name)
+                return _spread(col, _bools(_arrow_bools(pc.equal(col.values, right.value))), NULL)
+            c = _const(right)
+            if c is not None:
+                return _numeric(ctx, left.name, node.op, c[0], c[1], NULL)
+        if isinstance(right, ast.Property):
+            if isinstance(left, ast.Literal) and left.kind == "string" and node.op == "=" \
+                    and not _has_surrogate(left.value):
+                col = ctx.column(right.name)
+                return _spread(col, _bools(_arrow_bools(pc.equal(col.values, left.value))), FALSE)
+            c = _const(left)
+            if c is not None:
+                return _numeric(ctx, right.name, _FLIP[node.op], c[0], c[1], FALSE if node.op == "=" else NULL)
+    return None
+
+
+def _chain(ctx: BatchContext, operands: Sequence[ast.Node], conjunction: bool) -> Vec:
+    """AND / OR over operands left to right: the first deciding operand (FALSE / TRUE) or error wins per row."""
+    n = ctx.n
+    decisive = FALSE if conjunction else TRUE
+    result = np.full(n, -1, dtype=np.int8)
+    unknown = np.zeros(n, dtype=bool)
+    err_index: np.ndarray | None = None
+    errors: list[FilterEvaluationError] = []
+    for operand in operands:
+        open_rows = result < 0
+        if not open_rows.any():
+            break
+        v = evaluate_node(ctx, operand)
+        result[open_rows & (v.state == decisive)] = decisive
+        failed = open_rows & (v.state == ERROR)
+        if failed.any():
+            if err_index is None:
+                err_index = np.zeros(n, dtype=np.int32)
+            result[failed] = ERROR
+            err_index[failed] = v.err_index[failed] + len(errors)
+            errors.extend(v.errors)
+        unknown |= open_rows & (v.state == NULL)
+    open_rows = result < 0
+    result[open_rows & unknown] = NULL
+    result[open_rows & ~unknown] = TRUE if conjunction else FALSE
+    return Vec(result, err_index, errors)
+
+
+def evaluate_node(ctx: BatchContext, node: ast.Node) -> Vec:
+    """Any boolean node over the batch (memoised per batch: filters share their leaf predicates)."""
+    hit = ctx._memo.get(node)
+    if hit is not None:
+        return hit
+    if isinstance(node, ast.And):
+        v = _chain(ctx, node.operands, True)
+    elif isinstance(node, ast.Or):
+        v = _chain(ctx, node.operands, False)
+    elif isinstance(node, ast.Not):
+        inner = evaluate_node(ctx, node.operand)
+        v = Vec(_NOT[inner.state], inner.err_index, inner.errors)
+    else:
+        v = _leaf(ctx, node)
+        if v is None:
+            names = tuple(sorted({x.name for x in ast.walk(node) if isinstance(x, ast.Property)}))
+            v = by_tuples(ctx, ctx.closure(node), names)
+    ctx._memo[node] = v
+    return v
