@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from numba import njit
 
 MISSING = -1
 
@@ -46,32 +46,70 @@ def _map_array(props: pa.Array | pa.ChunkedArray) -> pa.MapArray:
     return props
 
 
+@njit(cache=True)
+def _match_keys(key_offsets, key_data, lo, hi, name_offsets, name_data):
+    """Per map entry in [lo, hi): the index of the wanted name it spells, else -1 (one pass for all names)."""
+    out = np.full(hi - lo, -1, dtype=np.int16)
+    names = len(name_offsets) - 1
+    for e in range(lo, hi):
+        a = key_offsets[e]
+        ln = key_offsets[e + 1] - a
+        for j in range(names):
+            b = name_offsets[j]
+            if name_offsets[j + 1] - b != ln:
+                continue
+            same = True
+            for t in range(ln):
+                if key_data[a + t] != name_data[b + t]:
+                    same = False
+                    break
+            if same:
+                out[e - lo] = j
+                break
+    return out
+
+
+def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, data) of a string array as numpy views; offsets index the data, one per element plus one."""
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
+    return offsets, data
+
+
 def extract_properties(props: pa.Array | pa.ChunkedArray, names: Iterable[str]) -> dict[str, Column]:
     """Columns of the named properties from a map<string,string> array (a null map is a message without any)."""
     arr = _map_array(props)
     n = len(arr)
     names = sorted(set(names))
-    out: dict[str, Column] = {}
     if not names:
-        return out
+        return {}
     offsets = np.asarray(arr.offsets, dtype=np.int64)
     lo, hi = int(offsets[0]), int(offsets[-1])
-    keys = arr.keys.slice(lo, hi - lo) if len(arr.keys) != hi - lo else arr.keys
-    items = arr.items.slice(lo, hi - lo) if len(arr.items) != hi - lo else arr.items
-    for name in names:
-        hits = np.flatnonzero(np.asarray(pc.equal(keys, name).fill_null(False), dtype=bool))
+    keys, items = arr.keys, arr.items
+    if len(keys) == hi - lo and lo:
+        offsets = offsets - lo
+        lo, hi = 0, hi - lo
+    encoded = [name.encode("utf-8", "surrogatepass") for name in names]
+    name_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    name_offsets[1:] = np.cumsum([len(b) for b in encoded])
+    key_offsets, key_data = _string_buffers(keys)
+    which = _match_keys(key_offsets, key_data, lo, hi, name_offsets,
+                        np.frombuffer(b"".join(encoded), dtype=np.uint8))
+    parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    out: dict[str, Column] = {}
+    for j, name in enumerate(names):
+        hits = np.flatnonzero(which == j)
         codes = np.full(n, MISSING, dtype=np.int32)
         if len(hits) == 0:
             out[name] = Column(codes, pa.array([], pa.string()))
             continue
-        rows = np.searchsorted(offsets, hits + lo, side="right") - 1
+        rows = parent[hits]
         last = np.ones(len(rows), dtype=bool)
         last[:-1] = rows[1:] != rows[:-1]
         hits, rows = hits[last], rows[last]
-        enc = items.take(pa.array(hits)).dictionary_encode()
-        idx = enc.indices
-        vals = np.asarray(idx.fill_null(MISSING), dtype=np.int32)
-        codes[rows] = vals
+        enc = items.take(pa.array(hits + lo)).dictionary_encode()
+        codes[rows] = np.asarray(enc.indices.fill_null(MISSING), dtype=np.int32)
         out[name] = Column(codes, enc.dictionary)
     return out
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from filterlib.engine.columns import Column
 from filterlib.engine.numbers import Parsed, double_compare, int_compare, parse_numbers
@@ -215,32 +216,64 @@ def _leaf(ctx: BatchContext, node: ast.Node) -> Vec | None:
     return None
 
 
+def _chain_table(conjunction: bool) -> np.ndarray:
+    """LUT[(acc << 2) | operand] for AND (or OR): an accumulated FALSE (TRUE) or ERROR is final; otherwise the
+    operand's FALSE (TRUE) or ERROR decides, its NULL makes the result NULL, and its TRUE (FALSE) keeps it."""
+    decisive, neutral = (FALSE, TRUE) if conjunction else (TRUE, FALSE)
+    lut = np.empty(16, dtype=np.int8)
+    for acc in (FALSE, TRUE, NULL, ERROR):
+        for v in (FALSE, TRUE, NULL, ERROR):
+            if acc in (decisive, ERROR):
+                r = acc
+            elif v in (decisive, ERROR, NULL):
+                r = v
+            else:
+                r = acc if v == neutral else v
+            lut[(acc << 2) | v] = r
+    return lut
+
+
+_AND, _OR = _chain_table(True), _chain_table(False)
+_OPEN_AND = np.array([False, True, True, False])
+_OPEN_OR = np.array([True, False, True, False])
+
+
+@njit(cache=True)
+def _combine(acc, state, lut, still_open):
+    """acc = lut[(acc << 2) | state] in place; whether any row is still undecided."""
+    open_rows = False
+    for i in range(len(acc)):
+        r = lut[(acc[i] << 2) | state[i]]
+        acc[i] = r
+        if still_open[r]:
+            open_rows = True
+    return open_rows
+
+
 def _chain(ctx: BatchContext, operands: Sequence[ast.Node], conjunction: bool) -> Vec:
-    """AND / OR over operands left to right: the first deciding operand (FALSE / TRUE) or error wins per row."""
-    n = ctx.n
-    decisive = FALSE if conjunction else TRUE
-    result = np.full(n, -1, dtype=np.int8)
-    unknown = np.zeros(n, dtype=bool)
-    err_index: np.ndarray | None = None
-    errors: list[FilterEvaluationError] = []
-    for operand in operands:
-        open_rows = result < 0
-        if not open_rows.any():
+    """AND / OR over operands left to right: the first deciding operand (FALSE / TRUE) or error wins per row,
+    else NULL if any operand was NULL; later operands are not evaluated once every row is decided."""
+    lut = _AND if conjunction else _OR
+    still_open = _OPEN_AND if conjunction else _OPEN_OR
+    first = evaluate_node(ctx, operands[0])
+    acc = first.state.copy()
+    err_index = None if first.err_index is None else first.err_index.copy()
+    errors = list(first.errors)
+    open_rows = bool(still_open[acc].any())
+    for operand in operands[1:]:
+        if not open_rows:
             break
         v = evaluate_node(ctx, operand)
-        result[open_rows & (v.state == decisive)] = decisive
-        failed = open_rows & (v.state == ERROR)
-        if failed.any():
+        fresh = None
+        if v.errors:
+            fresh = (v.state == ERROR) & still_open[acc]
+        open_rows = _combine(acc, v.state, lut, still_open)
+        if fresh is not None and fresh.any():
             if err_index is None:
-                err_index = np.zeros(n, dtype=np.int32)
-            result[failed] = ERROR
-            err_index[failed] = v.err_index[failed] + len(errors)
+                err_index = np.zeros(ctx.n, dtype=np.int32)
+            err_index[fresh] = v.err_index[fresh] + len(errors)
             errors.extend(v.errors)
-        unknown |= open_rows & (v.state == NULL)
-    open_rows = result < 0
-    result[open_rows & unknown] = NULL
-    result[open_rows & ~unknown] = TRUE if conjunction else FALSE
-    return Vec(result, err_index, errors)
+    return Vec(acc, err_index, errors)
 
 
 def evaluate_node(ctx: BatchContext, node: ast.Node) -> Vec:
