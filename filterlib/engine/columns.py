@@ -46,27 +46,106 @@ def _map_array(props: pa.Array | pa.ChunkedArray) -> pa.MapArray:
     return props
 
 
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_FMIX = np.uint64(0xFF51AFD7ED558CCD)
+
+
 @njit(cache=True)
-def _match_keys(key_offsets, key_data, lo, hi, name_offsets, name_data):
-    """Per map entry in [lo, hi): the index of the wanted name it spells, else -1 (one pass for all names)."""
-    out = np.full(hi - lo, -1, dtype=np.int16)
+def _same_bytes(data, a, b, ln):
+    for t in range(ln):
+        if data[a + t] != data[b + t]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _rehash(hashes, count, cap):
+    """A table of `cap` slots holding dictionary ids 0..count-1 at their hashes (linear probing)."""
+    table = np.full(cap, -1, dtype=np.int32)
+    mask = np.uint64(cap - 1)
+    for d in range(count):
+        slot = np.int64(hashes[d] & mask)
+        while table[slot] >= 0:
+            slot = (slot + 1) & (cap - 1)
+        table[slot] = d
+    return table
+
+
+@njit(cache=True)
+def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_valid, name_offsets, name_data):
+    """One pass over the map entries: for each wanted name, per row the code of its (last) value in a dictionary
+    built in first-seen order, and each dictionary entry's representative map entry. One hash table serves every
+    name (the name is mixed into the hash); it starts small and doubles, so it stays in cache while values are
+    few."""
+    n = len(map_offsets) - 1
     names = len(name_offsets) - 1
-    for e in range(lo, hi):
-        a = key_offsets[e]
-        ln = key_offsets[e + 1] - a
-        for j in range(names):
-            b = name_offsets[j]
-            if name_offsets[j + 1] - b != ln:
-                continue
-            same = True
-            for t in range(ln):
-                if key_data[a + t] != name_data[b + t]:
-                    same = False
+    codes = np.full((names, n), -1, dtype=np.int32)
+    bound = n * names + 1
+    g_hash = np.empty(bound, dtype=np.uint64)
+    g_rep = np.empty(bound, dtype=np.int64)
+    g_name = np.empty(bound, dtype=np.int32)
+    g_code = np.empty(bound, dtype=np.int32)
+    reps = np.empty((names, n + 1), dtype=np.int64)
+    counts = np.zeros(names, dtype=np.int64)
+    total = 0
+    cap = 1024
+    table = np.full(cap, -1, dtype=np.int32)
+    for row in range(n):
+        for e in range(map_offsets[row], map_offsets[row + 1]):
+            a = key_offsets[e]
+            ln = key_offsets[e + 1] - a
+            j = -1
+            for c in range(names):
+                b = name_offsets[c]
+                if name_offsets[c + 1] - b != ln:
+                    continue
+                same = True
+                for t in range(ln):
+                    if key_data[a + t] != name_data[b + t]:
+                        same = False
+                        break
+                if same:
+                    j = c
                     break
-            if same:
-                out[e - lo] = j
-                break
-    return out
+            if j < 0:
+                continue
+            if not val_valid[e]:
+                codes[j, row] = -1
+                continue
+            va = val_offsets[e]
+            vl = val_offsets[e + 1] - va
+            h = _FNV_OFFSET ^ np.uint64(j)
+            for t in range(vl):
+                h = (h ^ np.uint64(val_data[va + t])) * _FNV_PRIME
+            h ^= h >> np.uint64(33)
+            h *= _FMIX
+            h ^= h >> np.uint64(33)
+            slot = np.int64(h & np.uint64(cap - 1))
+            while True:
+                g = table[slot]
+                if g < 0:
+                    code = counts[j]
+                    counts[j] = code + 1
+                    reps[j, code] = e
+                    g_hash[total] = h
+                    g_rep[total] = e
+                    g_name[total] = j
+                    g_code[total] = code
+                    table[slot] = total
+                    total += 1
+                    if 2 * total > cap:
+                        cap *= 2
+                        table = _rehash(g_hash, total, cap)
+                    break
+                r = g_rep[g]
+                if g_hash[g] == h and g_name[g] == j and val_offsets[r + 1] - val_offsets[r] == vl and \
+                        _same_bytes(val_data, val_offsets[r], va, vl):
+                    code = g_code[g]
+                    break
+                slot = (slot + 1) & (cap - 1)
+            codes[j, row] = code
+    return codes, reps, counts
 
 
 def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -80,38 +159,23 @@ def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def extract_properties(props: pa.Array | pa.ChunkedArray, names: Iterable[str]) -> dict[str, Column]:
     """Columns of the named properties from a map<string,string> array (a null map is a message without any)."""
     arr = _map_array(props)
-    n = len(arr)
     names = sorted(set(names))
     if not names:
         return {}
     offsets = np.asarray(arr.offsets, dtype=np.int64)
-    lo, hi = int(offsets[0]), int(offsets[-1])
     keys, items = arr.keys, arr.items
-    if len(keys) == hi - lo and lo:
-        offsets = offsets - lo
-        lo, hi = 0, hi - lo
+    if len(keys) == offsets[-1] - offsets[0]:
+        offsets = offsets - offsets[0]
     encoded = [name.encode("utf-8", "surrogatepass") for name in names]
     name_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     name_offsets[1:] = np.cumsum([len(b) for b in encoded])
     key_offsets, key_data = _string_buffers(keys)
-    which = _match_keys(key_offsets, key_data, lo, hi, name_offsets,
-                        np.frombuffer(b"".join(encoded), dtype=np.uint8))
-    parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    out: dict[str, Column] = {}
-    for j, name in enumerate(names):
-        hits = np.flatnonzero(which == j)
-        codes = np.full(n, MISSING, dtype=np.int32)
-        if len(hits) == 0:
-            out[name] = Column(codes, pa.array([], pa.string()))
-            continue
-        rows = parent[hits]
-        last = np.ones(len(rows), dtype=bool)
-        last[:-1] = rows[1:] != rows[:-1]
-        hits, rows = hits[last], rows[last]
-        enc = items.take(pa.array(hits + lo)).dictionary_encode()
-        codes[rows] = np.asarray(enc.indices.fill_null(MISSING), dtype=np.int32)
-        out[name] = Column(codes, enc.dictionary)
-    return out
+    val_offsets, val_data = _string_buffers(items)
+    valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
+    codes, reps, counts = _extract(offsets, key_offsets, key_data, val_offsets, val_data, valid, name_offsets,
+                                   np.frombuffer(b"".join(encoded), dtype=np.uint8))
+    return {name: Column(codes[j], items.take(pa.array(reps[j, :counts[j]])))
+            for j, name in enumerate(names)}
 
 
 def column_from_strings(values: pa.Array | pa.ChunkedArray) -> Column:
