@@ -1,0 +1,117 @@
+"""`filterlib.engine.decide`: the broker's layers over whole sets of units give, unit for unit, what the row
+function `message_filter.decide` gives and what the real broker's pull replay recorded (harness pull.json)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
+from test_message_filter import pull_answers_run
+from test_registry import replay_registrations, store_run
+
+from filterlib.engine.decide import Units, decide_units
+from filterlib.message_filter import ExtUnit, decide, make_filter, pull_answer
+from filterlib.registry import compile_filter
+
+MAP = pa.map_(pa.string(), pa.string())
+
+
+def units_of(sub_row: dict, records: dict) -> tuple[Units, list[dict]]:
+    """Every unit the real pull scanned for one subscription, as columns, and the harness rows."""
+    rows = [u for q in sub_row["queues"] for u in q["units"]]
+    n = len(rows)
+    width = max([len(bytes.fromhex(u["bitmapHex"])) for u in rows if u.get("bitmapHex")] or [0])
+    bitmaps = np.zeros((n, width), dtype=np.uint8)
+    lengths = np.full(n, -1, dtype=np.int64)
+    for i, u in enumerate(rows):
+        if u["ext"] and u["bitmapHex"] is not None:
+            b = bytes.fromhex(u["bitmapHex"])
+            lengths[i] = len(b)
+            bitmaps[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+    msgs = [records[u["commitLogOffset"]] for u in rows]
+    props = pa.array([list((m["properties"] or {}).items()) for m in msgs], type=MAP)
+    return Units(
+        tags_code=np.array([0 if u["tagsCode"] is None else int(u["tagsCode"]) for u in rows], dtype=np.int64),
+        tags_code_legal=np.array([u["tagsCode"] is not None for u in rows], dtype=bool),
+        has_ext=np.array([bool(u["ext"]) for u in rows], dtype=bool),
+        ext_store_time=np.array([u["extMsgStoreTime"] if u["ext"] else 0 for u in rows], dtype=np.int64),
+        bitmaps=bitmaps, bitmap_length=lengths, properties=props,
+        tags=pa.array([(m["properties"] or {}).get("TAGS") for m in msgs], pa.string())), rows
+
+
+def compare(run: dict, manager) -> tuple[int, list]:
+    records = {r["commitLogOffset"]: r for r in run["listing"]["records"]}
+    broker = run["scenario"]["broker"]
+    compared, problems = 0, []
+    for sub_row, request in zip(run["pull"]["subscriptions"], run["scenario"]["subscriptions"], strict=True):
+        answer = pull_answer(manager, sub_row["topic"], sub_row["group"], sub_row["expression"], sub_row["type"],
+                             request.get("subVersion"), posted=sub_row["path"] != "registered",
+                             enable_property_filter=broker.get("enablePropertyFilter", True))
+        if not answer.ok or not any(q["units"] for q in sub_row["queues"]):
+            continue
+        f = make_filter(answer.subscription, answer.filter_data, manager,
+                        filter_support_retry=broker.get("filterSupportRetry", False))
+        units, rows = units_of(sub_row, records)
+        got = decide_units(f, units)
+        for i, u in enumerate(rows):
+            compared += 1
+            tc = None if u["tagsCode"] is None else int(u["tagsCode"])
+            ext = None
+            if u["ext"]:
+                ext = ExtUnit(tc, u["extMsgStoreTime"], None if u["bitmapHex"] is None else bytes.fromhex(u["bitmapHex"]))
+            want = decide(f, tc, ext, records[u["commitLogOffset"]]["properties"] or {})
+            row = got.row(i)
+            if row != (want.outcome, want.layer, want.reason, want.detail, want.bloom_false_positive):
+                problems.append((sub_row["group"], u["queueOffset"], row, want))
+            harness = (HARNESS_OUTCOMES.get(u["outcome"], u["outcome"]), u["bloomFalsePositive"])
+            if (row[0], row[4]) != harness:
+                problems.append((sub_row["group"], u["queueOffset"], "harness", row, harness))
+    return compared, problems
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("filter_support_retry", [False, True])
+def test_units_decided_like_the_row_filter_and_the_real_pull(filter_support_retry):
+    run = store_run(filter_support_retry)
+    manager, _ = replay_registrations(run, {}, compiler=compile_filter)
+    compared, problems = compare(run, manager)
+    assert problems == []
+    assert compared > 2000
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("enable_property_filter", [False, True])
+def test_pull_answer_scenarios(enable_property_filter):
+    run = pull_answers_run(enable_property_filter)
+    manager, _ = replay_registrations(run, {}, compiler=compile_filter)
+    compared, problems = compare(run, manager)
+    assert problems == []
+    assert compared >= (200 if enable_property_filter else 40)
+
+
+def test_every_consume_queue_branch_in_one_batch():
+    """The row tests' branch cases (message_filter) as one batch: same branches, born-time edge included."""
+    from test_message_filter import sql_setup
+
+    from filterlib.engine.decide import consume_queue_layer
+    from filterlib.message_filter import ExpressionMessageFilter
+
+    _, data, f, hit = sql_setup(born=1000)
+    cases = [(False, 0, None), (True, 1000, bytes(14)), (True, 999, hit), (True, 1001, None),
+             (True, 1001, bytes(13)), (True, 1001, bytes(14)), (True, 1001, hit)]
+    n = len(cases)
+    bitmaps = np.zeros((n, 14), dtype=np.uint8)
+    for i, (_, _, b) in enumerate(cases):
+        if b is not None:
+            bitmaps[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+    units = Units(np.full(n, 5, dtype=np.int64), np.ones(n, dtype=bool), np.array([c[0] for c in cases]),
+                  np.array([c[1] for c in cases], dtype=np.int64), bitmaps,
+                  np.array([-1 if c[2] is None else len(c[2]) for c in cases], dtype=np.int64),
+                  pa.array([[]] * n, type=MAP), pa.array([None] * n, pa.string()))
+    for flt in (f, ExpressionMessageFilter(f.subscription, data, None)):
+        matched, reason = consume_queue_layer(flt, units)
+        want = [flt.check_consume_queue(5, ExtUnit(5, t, b) if has else None) for has, t, b in cases]
+        assert list(reason) == [w.reason for w in want]
+        assert list(matched) == [w.matched for w in want]
+    assert "not_in_live" in list(reason) and "bloom_hit" in list(consume_queue_layer(f, units)[1])
