@@ -59,7 +59,8 @@ def compare(run: dict, manager) -> tuple[int, list]:
             tc = None if u["tagsCode"] is None else int(u["tagsCode"])
             ext = None
             if u["ext"]:
-                ext = ExtUnit(tc, u["extMsgStoreTime"], None if u["bitmapHex"] is None else bytes.fromhex(u["bitmapHex"]))
+                bitmap = None if u["bitmapHex"] is None else bytes.fromhex(u["bitmapHex"])
+                ext = ExtUnit(tc, u["extMsgStoreTime"], bitmap)
             want = decide(f, tc, ext, records[u["commitLogOffset"]]["properties"] or {})
             row = got.row(i)
             if row != (want.outcome, want.layer, want.reason, want.detail, want.bloom_false_positive):
