@@ -277,21 +277,21 @@ def _chain(ctx: BatchContext, operands: Sequence[ast.Node], conjunction: bool) -
 
 
 def evaluate_node(ctx: BatchContext, node: ast.Node) -> Vec:
-    """Any boolean node over the batch (memoised per batch: filters share their leaf predicates)."""
+    """Any boolean node over the batch. Leaves are memoised per batch (filters share their predicates); the
+    AND / OR / NOT above them are not, so a batch holds one vector per distinct predicate, not per node."""
+    if isinstance(node, ast.And):
+        return _chain(ctx, node.operands, True)
+    if isinstance(node, ast.Or):
+        return _chain(ctx, node.operands, False)
+    if isinstance(node, ast.Not):
+        inner = evaluate_node(ctx, node.operand)
+        return Vec(_NOT[inner.state], inner.err_index, inner.errors)
     hit = ctx._memo.get(node)
     if hit is not None:
         return hit
-    if isinstance(node, ast.And):
-        v = _chain(ctx, node.operands, True)
-    elif isinstance(node, ast.Or):
-        v = _chain(ctx, node.operands, False)
-    elif isinstance(node, ast.Not):
-        inner = evaluate_node(ctx, node.operand)
-        v = Vec(_NOT[inner.state], inner.err_index, inner.errors)
-    else:
-        v = _leaf(ctx, node)
-        if v is None:
-            names = tuple(sorted({x.name for x in ast.walk(node) if isinstance(x, ast.Property)}))
-            v = by_tuples(ctx, ctx.closure(node), names)
+    v = _leaf(ctx, node)
+    if v is None:
+        names = tuple(sorted({x.name for x in ast.walk(node) if isinstance(x, ast.Property)}))
+        v = by_tuples(ctx, ctx.closure(node), names)
     ctx._memo[node] = v
     return v
