@@ -60,6 +60,9 @@ final class BenchMode {
                 case "bloom_is_hit":
                     bloomIsHit(c, r, warmup, seconds);
                     break;
+                case "sql_multi":
+                    sqlMulti(c, r, warmup, seconds);
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown bench kind: " + kind);
             }
@@ -99,6 +102,78 @@ final class BenchMode {
         errors[0] = 0;
         r.putAll(timed(step, contexts.length, seconds));
         r.put("errors", errors[0]);
+    }
+
+    /**
+     * Every one of K compiled selectors on each message in turn (the broker's per-message work at dispatch or in a
+     * pull's commit-log layer for K groups); with {@code bloom}, CommitLogDispatcherCalcBitMap's bitmap too: a fresh
+     * BitsArray per message and hashTo of each TRUE filter's BloomFilterData.
+     */
+    private static void sqlMulti(JSONObject c, Map<String, Object> r, double warmup, double seconds) throws Exception {
+        JSONArray exprs = c.getJSONArray("exprs");
+        Expression[] compiled = new Expression[exprs.size()];
+        for (int k = 0; k < compiled.length; k++) {
+            compiled[k] = FilterFactory.INSTANCE.get("SQL92").compile(JsonIn.element(exprs, k));
+        }
+        List<Map<String, String>> props = EvalMode.props(c.getJSONArray("props"));
+        if (props.isEmpty() || compiled.length == 0) {
+            throw new IllegalArgumentException("sql_multi bench needs at least one expression and one props map");
+        }
+        MessageEvaluationContext[] contexts = new MessageEvaluationContext[props.size()];
+        for (int i = 0; i < contexts.length; i++) {
+            contexts[i] = new MessageEvaluationContext(props.get(i));
+        }
+        JSONObject bloom = c.getJSONObject("bloom");
+        BloomFilter bf = bloom == null ? null : BloomFilter.createByFn(bloom.getIntValue("f"), bloom.getIntValue("n"));
+        BloomFilterData[] data = new BloomFilterData[compiled.length];
+        if (bf != null) {
+            JSONArray keys = bloom.getJSONArray("keys");
+            for (int k = 0; k < data.length; k++) {
+                data[k] = bf.generate(JsonIn.element(keys, k));
+            }
+        }
+        long[] errors = new long[1];
+        long[] checksum = new long[1];
+        Step step = i -> {
+            BitsArray bits = bf == null ? null : BitsArray.create(bf.getM());
+            boolean any = false;
+            for (int k = 0; k < compiled.length; k++) {
+                boolean hit;
+                try {
+                    hit = Boolean.TRUE.equals(compiled[k].evaluate(contexts[i]));
+                } catch (Throwable t) {
+                    errors[0]++;
+                    hit = false;
+                }
+                if (hit) {
+                    any = true;
+                    if (bits != null) {
+                        bf.hashTo(data[k], bits);
+                    }
+                }
+            }
+            if (bits != null) {
+                checksum[0] += bits.bytes()[0];
+            }
+            return any;
+        };
+        timed(step, contexts.length, warmup);
+        errors[0] = 0;
+        Map<String, Object> t = timed(step, contexts.length, seconds);
+        long messages = (Long) t.get("evaluations");
+        double secs = (Double) t.get("seconds");
+        r.put("filters", compiled.length);
+        r.put("messages", messages);
+        r.put("evaluations", messages * compiled.length);
+        r.put("seconds", secs);
+        r.put("per_second", secs > 0 ? messages * compiled.length / secs : 0.0);
+        r.put("messages_per_second", secs > 0 ? messages / secs : 0.0);
+        r.put("matches", t.get("matches"));
+        r.put("errors", errors[0]);
+        if (bf != null) {
+            r.put("bitmaps_per_second", secs > 0 ? messages / secs : 0.0);
+            r.put("checksum", checksum[0]);
+        }
     }
 
     private static void bloomIsHit(JSONObject c, Map<String, Object> r, double warmup, double seconds) {
