@@ -130,3 +130,24 @@ def build_units(rows: Sequence[dict]) -> dict[tuple[str, int], list[tuple[int, i
     for v in out.values():
         v.sort()
     return out
+
+
+def read_queue_columns(queue_dir: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """A queue's valid units as columns (queue_offset, commit log offset, size, tagsCode field) and the number of
+    units per mapped file (from the first file's size); pre-blank fillers included, as `read_queue` does."""
+    parts = []
+    per_file = 0
+    for start, path in queue_files(queue_dir):
+        with open(path, "rb") as f:
+            data = f.read()
+        per_file = per_file or len(data) // CQ_STORE_UNIT_SIZE
+        units = decode_units(data)
+        n = valid_count(units)
+        parts.append((np.arange(n, dtype=np.int64) + start // CQ_STORE_UNIT_SIZE, units[:n]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty, 1
+    qo = np.concatenate([p[0] for p in parts])
+    units = np.concatenate([p[1] for p in parts])
+    return (qo, units["offset"].astype(np.int64), units["size"].astype(np.int64),
+            units["tags_code"].astype(np.int64), max(per_file, 1))

@@ -6,6 +6,8 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from filterlib.store.commitlog import file_name
 from filterlib.store.consumequeue import queue_files
 
@@ -150,3 +152,41 @@ def encode_ext_files(units: Iterable[CqExtUnit], file_size: int = DEFAULT_EXT_FI
         addrs.append(decorate((len(files) - 1) * file_size + wpos))
         wpos += size
     return {file_name(i * file_size): bytes(b) for i, b in enumerate(files)}, addrs
+
+
+@dataclass
+class ExtColumns:
+    """Consume-queue units' ext side as the broker's iterator resolves it, per unit: the tagsCode the filter
+    gets (legal False: null), whether an ext unit was read, its store time, its bitmap (n, width) and length."""
+
+    tags_code: np.ndarray
+    tags_code_legal: np.ndarray
+    has_ext: np.ndarray
+    store_time: np.ndarray
+    bitmaps: np.ndarray
+    bitmap_length: np.ndarray
+
+
+def resolve_columns(tags_field: np.ndarray, files: dict[int, bytes], file_size: int) -> ExtColumns:
+    """Follow every ext address of a queue's tagsCode column (`lookup` per address; plain codes pass through)."""
+    n = len(tags_field)
+    tags = np.asarray(tags_field, dtype=np.int64).copy()
+    legal = np.ones(n, dtype=bool)
+    has_ext = np.zeros(n, dtype=bool)
+    store_time = np.zeros(n, dtype=np.int64)
+    lengths = np.full(n, -1, dtype=np.int64)
+    found: dict[int, bytes] = {}
+    for i in np.flatnonzero(tags <= MAX_ADDR).tolist():
+        unit = lookup(files, file_size, int(tags_field[i])) if files else None
+        if unit is None:
+            continue
+        tags[i], store_time[i], has_ext[i] = unit.tags_code, unit.msg_store_time, True
+        if unit.filter_bitmap is not None:
+            found[i] = unit.filter_bitmap
+            lengths[i] = len(unit.filter_bitmap)
+    legal &= tags > MAX_ADDR  # CqUnit.isTagsCodeValid: an address left unresolved is a null tagsCode
+    width = max((len(b) for b in found.values()), default=0)
+    bitmaps = np.zeros((n, width), dtype=np.uint8)
+    for i, b in found.items():
+        bitmaps[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+    return ExtColumns(tags, legal, has_ext, store_time, bitmaps, lengths)

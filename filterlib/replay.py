@@ -1,0 +1,91 @@
+"""One subscription's pull over one queue of a dump, from the store's own files: the units of the dump's
+consume queue (ext units resolved as the broker's iterator does) joined to the decoded messages, every unit's
+verdict set-at-a-time (`engine.decide`) and the pulls paged as getMessage does (`pull`). Job 2 runs this per
+(subscription, queue); it is plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from filterlib import message_filter as mf
+from filterlib.engine.decide import OUTCOMES, Decisions, Units, decide_units
+from filterlib.pull import Calls, PullConfig, replay_pulls
+from filterlib.store.consumequeue import read_queue_columns
+from filterlib.store.consumequeue_ext import ExtColumns, load_ext_files, resolve_columns
+from filterlib.store.storedir import StoreDir
+
+_CQ_DROPS = np.array([OUTCOMES.index(mf.TAG_HASH_MISS), OUTCOMES.index(mf.BLOOM_MISS)], dtype=np.int8)
+_CL_DROPS = np.array([OUTCOMES.index(o) for o in (mf.SQL_FALSE, mf.SQL_NULL, mf.SQL_ERROR)], dtype=np.int8)
+
+
+class MessageIndex:
+    """Decoded messages (a table with commit_log_offset, properties, tags) looked up by commit log offset."""
+
+    def __init__(self, table: pa.Table):
+        offsets = np.asarray(table.column("commit_log_offset").to_numpy(), dtype=np.int64)
+        order = np.argsort(offsets, kind="stable")
+        self.offsets = offsets[order]
+        self.table = table.select(["properties", "tags"]).take(pa.array(order))
+
+    def take(self, offsets: np.ndarray) -> tuple[pa.Array, pa.Array, np.ndarray]:
+        """(properties, tags, found) for these commit log offsets; a missing message has neither."""
+        pos = np.searchsorted(self.offsets, offsets)
+        pos = np.minimum(pos, max(len(self.offsets) - 1, 0))
+        found = (self.offsets[pos] == offsets) if len(self.offsets) else np.zeros(len(offsets), dtype=bool)
+        rows = self.table.take(pa.array(pos)) if len(self.offsets) else None
+        props = rows.column("properties").combine_chunks() if rows is not None else \
+            pa.nulls(len(offsets), pa.map_(pa.string(), pa.string()))
+        tags = rows.column("tags").combine_chunks() if rows is not None else pa.nulls(len(offsets), pa.string())
+        if not found.all():
+            mask = pa.array(~found)
+            props = pa.compute.if_else(mask, pa.nulls(len(offsets), props.type), props)
+            tags = pa.compute.if_else(mask, pa.nulls(len(offsets), pa.string()), tags)
+        return props, tags, found
+
+
+@dataclass
+class Queue:
+    """One consume queue of a dump: units from its min offset, their ext side, and the units per CQ file."""
+
+    topic: str
+    queue_id: int
+    min_offset: int
+    commit_log_offset: np.ndarray
+    size: np.ndarray
+    ext: ExtColumns
+    units_per_file: int
+
+
+def load_queue(store: StoreDir, topic: str, queue_id: int) -> Queue:
+    """The dump's own consume queue (and ext units) of (topic, queue_id), pre-blank fillers dropped."""
+    qo, offsets, sizes, tags_field, per_file = read_queue_columns(store.queue_dir(topic, queue_id))
+    keep = np.flatnonzero(~((offsets == 0) & (sizes == 0x7FFFFFFF) & (tags_field == 0)))
+    first = int(keep[0]) if len(keep) else len(qo)
+    min_offset = int(qo[first]) if first < len(qo) else (int(qo[-1]) + 1 if len(qo) else 0)
+    ext_dir = store.queue_dir(topic, queue_id, ext=True)
+    files = load_ext_files(ext_dir) if os.path.isdir(ext_dir) else {}
+    ext_size = len(next(iter(files.values()))) if files else 1
+    ext = resolve_columns(tags_field[first:], files, ext_size)
+    return Queue(topic, queue_id, min_offset, offsets[first:], sizes[first:], ext, per_file)
+
+
+def units_of(queue: Queue, messages: MessageIndex) -> Units:
+    """The queue's units as the filter sees them: ext side plus the message's properties and tags."""
+    props, tags, _ = messages.take(queue.commit_log_offset)
+    e = queue.ext
+    return Units(e.tags_code, e.tags_code_legal, e.has_ext, e.store_time, e.bitmaps, e.bitmap_length, props, tags)
+
+
+def replay_queue(f: mf.ExpressionMessageFilter, queue: Queue, messages: MessageIndex, start: int = 0,
+                 config: PullConfig | None = None) -> tuple[Decisions, Calls]:
+    """Every unit's decision and the pulls from `start` (the harness and `--from earliest` start at 0)."""
+    decisions = decide_units(f, units_of(queue, messages))
+    cq_pass = ~np.isin(decisions.outcome, _CQ_DROPS)
+    cl_pass = ~np.isin(decisions.outcome, _CL_DROPS)
+    calls = replay_pulls(start, queue.min_offset, queue.size, cq_pass, cl_pass, queue.units_per_file, config)
+    return decisions, calls

@@ -1,0 +1,81 @@
+"""filterlib.replay from the store directory alone (consume queues, ext files, commitlog decoded by filterlib):
+every unit's outcome, every call and the delivered set equal the real broker's pull replay."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
+from test_message_filter import pull_answers_run
+from test_registry import replay_registrations, store_run
+
+from filterlib.engine.decide import OUTCOMES
+from filterlib.message_filter import make_filter, pull_answer
+from filterlib.pull import PullConfig
+from filterlib.registry import compile_filter
+from filterlib.replay import MessageIndex, load_queue, replay_queue
+from filterlib.store.scan import ScanOptions
+from filterlib.store.storedir import StoreDir
+
+
+def compare(run: dict, manager) -> tuple[int, int, list]:
+    broker = run["scenario"]["broker"]
+    store = StoreDir(str(run["out"] / "store"))
+    table = pa.Table.from_batches([b for _, bs, _ in store.decode_commitlog(ScanOptions(check_crc=True)) for b in bs])
+    messages = MessageIndex(table)
+    units = calls = 0
+    problems = []
+    for sub_row, request in zip(run["pull"]["subscriptions"], run["scenario"]["subscriptions"], strict=True):
+        answer = pull_answer(manager, sub_row["topic"], sub_row["group"], sub_row["expression"], sub_row["type"],
+                             request.get("subVersion"), posted=sub_row["path"] != "registered",
+                             enable_property_filter=broker.get("enablePropertyFilter", True))
+        if not answer.ok:
+            continue
+        f = make_filter(answer.subscription, answer.filter_data, manager,
+                        filter_support_retry=broker.get("filterSupportRetry", False))
+        for q in sub_row["queues"]:
+            queue = load_queue(store, sub_row["topic"], q["queueId"])
+            assert queue.min_offset == q["minOffset"] and queue.min_offset + len(queue.size) == q["maxOffset"]
+            decisions, got = replay_queue(f, queue, messages, 0, PullConfig(batch_size=sub_row.get("batchSize", 32)))
+            mine = [(OUTCOMES[o], bool(b)) for o, b in zip(decisions.outcome, decisions.bloom_false_positive,
+                                                            strict=True)]
+            theirs = [(HARNESS_OUTCOMES.get(u["outcome"], u["outcome"]), u["bloomFalsePositive"]) for u in q["units"]]
+            if mine != theirs:
+                problems.append((sub_row["group"], sub_row["topic"], q["queueId"], "units", theirs, mine))
+            tags = [None if u["tagsCode"] is None else int(u["tagsCode"]) for u in q["units"]]
+            resolved = [int(t) if ok else None for t, ok in zip(queue.ext.tags_code, queue.ext.tags_code_legal,
+                                                                 strict=True)]
+            if resolved != tags:
+                problems.append((sub_row["group"], q["queueId"], "tagsCode", tags, resolved))
+            calls_mine = list(zip(got.request_offset.tolist(), got.status_names(), got.next_begin_offset.tolist(),
+                                  got.message_count.tolist(), got.filter_message_count.tolist(), strict=True))
+            calls_theirs = [(c["requestOffset"], c["status"], c["nextBeginOffset"], c["messageCount"],
+                             c["filterMessageCount"]) for c in q["calls"]]
+            if calls_mine != calls_theirs:
+                problems.append((sub_row["group"], q["queueId"], "calls", calls_theirs, calls_mine))
+            delivered = {int(queue.commit_log_offset[i]) for i, o in enumerate(mine) if o[0] == "DELIVERED"}
+            if delivered != {m["commitLogOffset"] for m in q["messages"] if m["clientKept"]}:
+                problems.append((sub_row["group"], q["queueId"], "delivered"))
+            units += len(mine)
+            calls += len(calls_theirs)
+    return units, calls, problems
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("filter_support_retry", [False, True])
+def test_replay_from_the_store_equals_the_real_pull(filter_support_retry):
+    run = store_run(filter_support_retry)
+    manager, _ = replay_registrations(run, {}, compiler=compile_filter)
+    units, calls, problems = compare(run, manager)
+    assert problems == []
+    assert units > 2000 and calls > 50
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("enable_property_filter", [False, True])
+def test_replay_of_the_pull_answer_scenarios(enable_property_filter):
+    run = pull_answers_run(enable_property_filter)
+    manager, _ = replay_registrations(run, {}, compiler=compile_filter)
+    units, calls, problems = compare(run, manager)
+    assert problems == []
+    assert units >= 40
