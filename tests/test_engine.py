@@ -126,7 +126,8 @@ STRING_LITS = ["'x'", "'5'", "''", "'TagA'", "'é😀'", "'1e3'", "' 5'", "'NaN'
 VALUES = st.one_of(
     st.sampled_from(["5", " 5", "5.5", "1e3", "NaN", "-NaN", "Infinity", "0x10", "0x1p3", "9223372036854775808",
                      "-0", "-0.0", "", "true", "TRUE", "x", "1d", "+5", "05", "１２", "2147483648", "TagA", "é",
-                     "😀", "a'b", "\ud83d", "1_0", ".5", "5.", "3"]),
+                     "😀", "a'b", "\ud83d", "1_0", ".5", "5.", "3", "9" * 400, "1" + "0" * 350 + ".5",
+                     "-" + "1" * 40, "x" * 5000, "0." + "0" * 400 + "1"]),
     st.integers(-10**20, 10**20).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.text(max_size=6),
