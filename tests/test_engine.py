@@ -81,6 +81,17 @@ def disagreements(exprs, maps, results, label: str, want: list[list] | None = No
     return problems
 
 
+def compiled(texts) -> list:
+    """The selectors RocketMQ accepts, compiled (the others are dropped)."""
+    out = []
+    for t in texts:
+        try:
+            out.append(sql92.compile(t))
+        except FilterSyntaxError:
+            continue
+    return out
+
+
 def check(exprs, maps, label: str, paths=PATHS) -> None:
     batch, seen = props_batch(maps)
     engine = Engine(exprs)
@@ -170,12 +181,7 @@ prop_maps = st.dictionaries(st.sampled_from(PROPS), VALUES, max_size=4)
 @given(st.lists(selectors(), min_size=1, max_size=6), st.lists(st.one_of(prop_maps, st.none()), min_size=1,
                                                                 max_size=60))
 def test_generated_batches(texts, maps):
-    exprs = []
-    for t in texts:
-        try:
-            exprs.append(sql92.compile(t))
-        except FilterSyntaxError:
-            continue
+    exprs = compiled(texts)
     if exprs:
         check(exprs, maps, "hypothesis")
 
@@ -184,12 +190,7 @@ def test_generated_batches(texts, maps):
 @given(st.lists(selectors(), min_size=1, max_size=4), st.integers(0, 2**31))
 def test_generated_high_cardinality_batches(texts, seed):
     """Many distinct values per property (ids, free numbers): `auto` takes the kernels, which must still agree."""
-    exprs = []
-    for t in texts:
-        try:
-            exprs.append(sql92.compile(t))
-        except FilterSyntaxError:
-            continue
+    exprs = compiled(texts)
     rng = random.Random(seed)
     maps = []
     for i in range(600):
@@ -268,13 +269,7 @@ def test_harness_store_messages(harness_runs, name):
     run = harness_runs[name]
     table = _decoded(str(run["out"] / "store"))
     assert table.num_rows > 50
-    texts = _selectors_of(run) + [c["expr"] for c in random.Random(11).sample(_cases(), 400)]
-    exprs = []
-    for t in texts:
-        try:
-            exprs.append(sql92.compile(t))
-        except FilterSyntaxError:
-            continue
+    exprs = compiled(_selectors_of(run) + [c["expr"] for c in random.Random(11).sample(_cases(), 400)])
     maps = [dict(p or []) for p in table.column("properties").to_pylist()]
     engine = Engine(exprs)
     want = expected(exprs, maps)

@@ -40,18 +40,24 @@ def units_of(sub_row: dict, records: dict) -> tuple[Units, list[dict]]:
         tags=pa.array([(m["properties"] or {}).get("TAGS") for m in msgs], pa.string())), rows
 
 
-def compare(run: dict, manager) -> tuple[int, list]:
-    records = {r["commitLogOffset"]: r for r in run["listing"]["records"]}
+def pulling_filters(run: dict, manager):
+    """(harness subscription row, the filter the broker pulls it with) for every subscription answered OK."""
     broker = run["scenario"]["broker"]
-    compared, problems = 0, []
     for sub_row, request in zip(run["pull"]["subscriptions"], run["scenario"]["subscriptions"], strict=True):
         answer = pull_answer(manager, sub_row["topic"], sub_row["group"], sub_row["expression"], sub_row["type"],
                              request.get("subVersion"), posted=sub_row["path"] != "registered",
                              enable_property_filter=broker.get("enablePropertyFilter", True))
-        if not answer.ok or not any(q["units"] for q in sub_row["queues"]):
+        if answer.ok:
+            yield sub_row, make_filter(answer.subscription, answer.filter_data, manager,
+                                       filter_support_retry=broker.get("filterSupportRetry", False))
+
+
+def compare(run: dict, manager) -> tuple[int, list]:
+    records = {r["commitLogOffset"]: r for r in run["listing"]["records"]}
+    compared, problems = 0, []
+    for sub_row, f in pulling_filters(run, manager):
+        if not any(q["units"] for q in sub_row["queues"]):
             continue
-        f = make_filter(answer.subscription, answer.filter_data, manager,
-                        filter_support_retry=broker.get("filterSupportRetry", False))
         units, rows = units_of(sub_row, records)
         got = decide_units(f, units)
         for i, u in enumerate(rows):

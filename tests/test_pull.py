@@ -8,12 +8,12 @@ import os
 
 import numpy as np
 import pytest
-from test_engine_decide import units_of
+from test_engine_decide import pulling_filters, units_of
 from test_message_filter import pull_answers_run
 from test_registry import replay_registrations, store_run
 
 from filterlib.engine.decide import OUTCOMES, Decisions, decide_units
-from filterlib.message_filter import BLOOM_MISS, SQL_ERROR, SQL_FALSE, SQL_NULL, TAG_HASH_MISS, make_filter, pull_answer
+from filterlib.message_filter import BLOOM_MISS, SQL_ERROR, SQL_FALSE, SQL_NULL, TAG_HASH_MISS
 from filterlib.pull import PullConfig, replay_pulls
 from filterlib.registry import compile_filter
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
@@ -35,17 +35,9 @@ def units_per_file(store: str, topic: str, qid: int) -> int:
 
 def compare(run: dict, manager) -> tuple[int, list]:
     records = {r["commitLogOffset"]: r for r in run["listing"]["records"]}
-    broker = run["scenario"]["broker"]
     store = str(run["out"] / "store")
     calls, problems = 0, []
-    for sub_row, request in zip(run["pull"]["subscriptions"], run["scenario"]["subscriptions"], strict=True):
-        answer = pull_answer(manager, sub_row["topic"], sub_row["group"], sub_row["expression"], sub_row["type"],
-                             request.get("subVersion"), posted=sub_row["path"] != "registered",
-                             enable_property_filter=broker.get("enablePropertyFilter", True))
-        if not answer.ok:
-            continue
-        f = make_filter(answer.subscription, answer.filter_data, manager,
-                        filter_support_retry=broker.get("filterSupportRetry", False))
+    for sub_row, f in pulling_filters(run, manager):
         for q in sub_row["queues"]:
             rows = q["units"]
             assert [u["queueOffset"] for u in rows] == list(range(q["minOffset"], q["maxOffset"]))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from test_engine_decide import pulling_filters
 from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
 from test_message_filter import pull_answers_run
 from test_registry import replay_registrations, store_run
 
 from filterlib.engine.decide import OUTCOMES
-from filterlib.message_filter import make_filter, pull_answer
 from filterlib.pull import PullConfig
 from filterlib.registry import compile_filter
 from filterlib.replay import MessageIndex, load_queue, replay_queue
@@ -19,20 +19,12 @@ from filterlib.store.storedir import StoreDir
 
 
 def compare(run: dict, manager) -> tuple[int, int, list]:
-    broker = run["scenario"]["broker"]
     store = StoreDir(str(run["out"] / "store"))
     table = pa.Table.from_batches([b for _, bs, _ in store.decode_commitlog(ScanOptions(check_crc=True)) for b in bs])
     messages = MessageIndex(table)
     units = calls = 0
     problems = []
-    for sub_row, request in zip(run["pull"]["subscriptions"], run["scenario"]["subscriptions"], strict=True):
-        answer = pull_answer(manager, sub_row["topic"], sub_row["group"], sub_row["expression"], sub_row["type"],
-                             request.get("subVersion"), posted=sub_row["path"] != "registered",
-                             enable_property_filter=broker.get("enablePropertyFilter", True))
-        if not answer.ok:
-            continue
-        f = make_filter(answer.subscription, answer.filter_data, manager,
-                        filter_support_retry=broker.get("filterSupportRetry", False))
+    for sub_row, f in pulling_filters(run, manager):
         for q in sub_row["queues"]:
             queue = load_queue(store, sub_row["topic"], q["queueId"])
             assert queue.min_offset == q["minOffset"] and queue.min_offset + len(queue.size) == q["maxOffset"]
