@@ -23,8 +23,16 @@ from filterlib.errors import BrokerFilterError
 OUTCOMES = (mf.DELIVERED, mf.TAG_HASH_MISS, mf.TAG_CLIENT_MISMATCH, mf.BLOOM_MISS, mf.SQL_FALSE, mf.SQL_NULL,
             mf.SQL_ERROR)
 LAYERS = (mf.CONSUME_QUEUE, mf.COMMIT_LOG, mf.CLIENT)
+REASONS = ("no_subscription", "class_filter", "tag_code_null", "sub_all", "tag_hash_hit", "tag_hash_miss",
+           "no_filter_data", "no_bloom_data", "ext_null", "not_in_live", "bitmap_null", "bloom_data_invalid",
+           "bitmap_length_mismatch", "bloom_error", "bloom_hit", "bloom_miss", "tag_type", "sql_false", "sql_true",
+           "sql_null", "sql_error", "client_keep_all", "client_no_tags", "client_tag_match", "client_tag_mismatch")
 _O = {name: i for i, name in enumerate(OUTCOMES)}
 _L = {name: i for i, name in enumerate(LAYERS)}
+_R = {name: i for i, name in enumerate(REASONS)}
+_SQL_REASON = np.array([_R["sql_false"], _R["sql_true"], _R["sql_null"], _R["sql_error"]], dtype=np.int8)
+_SQL_TEXT = ("FALSE", "TRUE", "NULL")
+_SQL_OUTCOME = np.array([_O[mf.SQL_FALSE], _O[mf.DELIVERED], _O[mf.SQL_NULL], _O[mf.SQL_ERROR]], dtype=np.int8)
 
 
 @dataclass
@@ -52,140 +60,155 @@ class Units:
 
 @dataclass
 class Decisions:
-    """Per unit: outcome and layer (indices into OUTCOMES / LAYERS), branch, detail, bloom false positive."""
+    """Per unit: outcome, layer and branch (indices into OUTCOMES / LAYERS / REASONS), the SQL92 state where the
+    commit-log layer evaluated one (-1 elsewhere; results.FALSE / TRUE / NULL / ERROR), the error text of each
+    ERROR row, and the bloom false-positive flag."""
 
     outcome: np.ndarray
     layer: np.ndarray
     reason: np.ndarray
-    detail: np.ndarray
+    sql_state: np.ndarray
+    sql_errors: dict[int, str]
     bloom_false_positive: np.ndarray
+
+    def detail(self, i: int) -> str | None:
+        """`decide`'s detail: the SQL value (or "JavaClass: message") where the commit-log layer decided."""
+        s = int(self.sql_state[i])
+        if s < 0 or self.layer[i] != _L[mf.COMMIT_LOG]:
+            return None
+        return self.sql_errors[i] if s == ERROR else _SQL_TEXT[s]
 
     def row(self, i: int) -> tuple[str, str, str, str | None, bool]:
         """(outcome, layer, reason, detail, bloom_false_positive) of unit i, as `decide` names them."""
-        return (OUTCOMES[self.outcome[i]], LAYERS[self.layer[i]], self.reason[i], self.detail[i],
+        return (OUTCOMES[self.outcome[i]], LAYERS[self.layer[i]], REASONS[self.reason[i]], self.detail(i),
                 bool(self.bloom_false_positive[i]))
 
 
-def _const(n: int, value) -> np.ndarray:
-    out = np.empty(n, dtype=object)
-    out[:] = value
-    return out
+def _codes(n: int, name: str) -> np.ndarray:
+    return np.full(n, _R[name], dtype=np.int8)
 
 
 def consume_queue_layer(f: mf.ExpressionMessageFilter, u: Units) -> tuple[np.ndarray, np.ndarray]:
-    """(matched, reason) per unit: `check_consume_queue` in the broker's branch order."""
+    """(matched, reason code) per unit: `check_consume_queue` in the broker's branch order."""
     n = len(u)
     sub = f.subscription
     if sub is None:
-        return np.ones(n, dtype=bool), _const(n, "no_subscription")
+        return np.ones(n, dtype=bool), _codes(n, "no_subscription")
     if sub.class_filter_mode:
-        return np.ones(n, dtype=bool), _const(n, "class_filter")
+        return np.ones(n, dtype=bool), _codes(n, "class_filter")
     if sub.is_tag_type:
         matched = tag_hash_check(u.tags_code, sub, u.tags_code_legal)
-        reason = np.where(~u.tags_code_legal, "tag_code_null",
-                          np.where(sub.sub_string == mf.tagmod.SUB_ALL, "sub_all",
-                                   np.where(matched, "tag_hash_hit", "tag_hash_miss"))).astype(object)
+        if sub.sub_string == mf.tagmod.SUB_ALL:
+            reason = _codes(n, "sub_all")
+        else:
+            reason = np.where(matched, np.int8(_R["tag_hash_hit"]), np.int8(_R["tag_hash_miss"]))
+        reason[~np.asarray(u.tags_code_legal, dtype=bool)] = _R["tag_code_null"]
         return matched, reason
     data = f.filter_data
     if data is None or data.expression is None or data.compiled is None:
-        return np.ones(n, dtype=bool), _const(n, "no_filter_data")
+        return np.ones(n, dtype=bool), _codes(n, "no_filter_data")
     if data.bloom_filter_data is None:
-        return np.ones(n, dtype=bool), _const(n, "no_bloom_data")
+        return np.ones(n, dtype=bool), _codes(n, "no_bloom_data")
     matched = np.ones(n, dtype=bool)
-    reason = _const(n, None)
+    reason = np.full(n, -1, dtype=np.int8)
     todo = np.ones(n, dtype=bool)
 
-    def settle(mask: np.ndarray, why: str) -> None:
-        nonlocal todo
+    def settle(mask, why: str) -> None:
         hit = todo & mask
-        reason[hit] = why
-        todo &= ~mask
+        reason[hit] = _R[why]
+        todo[hit] = False
 
     settle(~u.has_ext, "ext_null")
     settle(u.ext_store_time <= data.born_time, "not_in_live")
     settle(u.bitmap_length < 0, "bitmap_null")
     if not f.bloom_data_valid:
-        settle(np.ones(n, dtype=bool), "bloom_data_invalid")
+        settle(True, "bloom_data_invalid")
         return matched, reason
     settle(u.bitmap_length * 8 != data.bloom_filter_data.bit_num, "bitmap_length_mismatch")
     positions = np.asarray(data.bloom_filter_data.bit_pos, dtype=np.int64)
     width = u.bitmaps.shape[1] if u.bitmaps.ndim == 2 else 0
     if todo.any() and (positions.min() < 0 or positions.max() >= width * 8):
-        settle(np.ones(n, dtype=bool), "bloom_error")
+        settle(True, "bloom_error")
         return matched, reason
     if todo.any():
         rows = np.flatnonzero(todo)
         bits = u.bitmaps[rows][:, positions >> 3] & (np.uint8(1) << (positions & 7).astype(np.uint8))
         hit = (bits != 0).all(axis=1)
         matched[rows] = hit
-        reason[rows] = np.where(hit, "bloom_hit", "bloom_miss")
+        reason[rows] = np.where(hit, np.int8(_R["bloom_hit"]), np.int8(_R["bloom_miss"]))
     return matched, reason
 
 
-def _sql(data, props: pa.Array, rows: np.ndarray, engine_cache: dict) -> tuple[np.ndarray, np.ndarray,
-                                                                                np.ndarray]:
-    """(matched, reason, detail) of `evaluate_sql` for one filter data over the given rows."""
-    engine = engine_cache.get(id(data.compiled))
+@dataclass
+class _CommitLog:
+    """The commit-log layer over some rows: matched, reason code, SQL state (-1: no SQL ran), error texts."""
+
+    matched: np.ndarray
+    reason: np.ndarray
+    sql_state: np.ndarray
+    errors: dict[int, str]
+
+    @classmethod
+    def constant(cls, k: int, name: str) -> _CommitLog:
+        return cls(np.ones(k, dtype=bool), _codes(k, name), np.full(k, -1, dtype=np.int8), {})
+
+
+def _sql(data, props: pa.Array, rows: np.ndarray, cache: dict) -> _CommitLog:
+    """`evaluate_sql` for one filter data over the given rows, through the engine."""
+    engine = cache.get(id(data.compiled))
     if engine is None:
-        engine = engine_cache[id(data.compiled)] = Engine([data.compiled])
-    (res,) = engine.evaluate(props.take(pa.array(rows)))
+        engine = cache[id(data.compiled)] = Engine([data.compiled])
+    (res,) = engine.evaluate(props if len(rows) == len(props) else props.take(pa.array(rows)))
     state = res.state
-    reason = np.array(["sql_false", "sql_true", "sql_null", "sql_error"], dtype=object)[state]
-    detail = np.array(["FALSE", "TRUE", "NULL", None], dtype=object)[state]
-    for i in np.flatnonzero(state == ERROR):
+    errors = {}
+    for i in np.flatnonzero(state == ERROR).tolist():
         exc = res.errors[int(res.error_index[i])]
-        detail[i] = f"{exc.java_class}: {exc}"
-    return state == TRUE, reason, detail
+        errors[i] = f"{exc.java_class}: {exc}"
+    return _CommitLog(state == TRUE, _SQL_REASON[state], state.astype(np.int8), errors)
 
 
 def commit_log_layer(f: mf.ExpressionMessageFilter, u: Units, rows: np.ndarray,
-                     engine_cache: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(matched, reason, detail) of `check_commit_log` for the given rows (the retry variant included)."""
+                     engine_cache: dict | None = None) -> _CommitLog:
+    """`check_commit_log` for the given rows (the retry variant included)."""
     cache = {} if engine_cache is None else engine_cache
     k = len(rows)
     sub = f.subscription
     if sub is None:
-        return np.ones(k, dtype=bool), _const(k, "no_subscription"), _const(k, None)
+        return _CommitLog.constant(k, "no_subscription")
     if sub.class_filter_mode:
-        return np.ones(k, dtype=bool), _const(k, "class_filter"), _const(k, None)
-    data = f.filter_data
+        return _CommitLog.constant(k, "class_filter")
     if isinstance(f, mf.ExpressionForRetryMessageFilter):
         if sub.topic is None:
             raise ValueError("the retry filter needs the subscription's topic")
         is_retry = sub.topic.startswith(mf.RETRY_GROUP_TOPIC_PREFIX)
         if (f.version >= (5, 1, 4) or not is_retry) and sub.is_tag_type:
-            return np.ones(k, dtype=bool), _const(k, "tag_type"), _const(k, None)
+            return _CommitLog.constant(k, "tag_type")
         if is_retry:
             return _retry_commit_log(f, u, rows, cache)
     elif sub.is_tag_type:
-        return np.ones(k, dtype=bool), _const(k, "tag_type"), _const(k, None)
+        return _CommitLog.constant(k, "tag_type")
+    data = f.filter_data
     if data is None or data.expression is None or data.compiled is None:
-        return np.ones(k, dtype=bool), _const(k, "no_filter_data"), _const(k, None)
+        return _CommitLog.constant(k, "no_filter_data")
     return _sql(data, u.properties, rows, cache)
 
 
-def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, u: Units, rows: np.ndarray, cache: dict):
+def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, u: Units, rows: np.ndarray, cache: dict) -> _CommitLog:
     """A retry topic: each row is checked with the filter of its RETRY_TOPIC (the original topic)."""
-    k = len(rows)
     col = extract_properties(u.properties.take(pa.array(rows)), [mf.PROPERTY_RETRY_TOPIC])[mf.PROPERTY_RETRY_TOPIC]
     if (col.codes == MISSING).any():
         raise BrokerFilterError("retry message without RETRY_TOPIC: ConcurrentHashMap.containsKey(null)")
-    matched = np.ones(k, dtype=bool)
-    reason = _const(k, "no_filter_data")
-    detail = _const(k, None)
+    out = _CommitLog.constant(len(rows), "no_filter_data")
     group = mf.parse_retry_group(f.subscription.topic, f.version)
     for code, real_topic in enumerate(col.pylist()):
         data = f.manager.get(real_topic, group)
         if data is None or data.expression is None or data.compiled is None:
             continue
         sel = np.flatnonzero(col.codes == code)
-        m, r, d = _sql(data, u.properties, rows[sel], cache)
-        matched[sel], reason[sel], detail[sel] = m, r, d
-    return matched, reason, detail
-
-
-_CL_OUTCOME = {"sql_false": _O[mf.SQL_FALSE], "sql_null": _O[mf.SQL_NULL], "sql_non_boolean": _O[mf.SQL_NULL],
-               "sql_error": _O[mf.SQL_ERROR]}
+        part = _sql(data, u.properties, rows[sel], cache)
+        out.matched[sel], out.reason[sel], out.sql_state[sel] = part.matched, part.reason, part.sql_state
+        out.errors.update({int(sel[i]): text for i, text in part.errors.items()})
+    return out
 
 
 def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | None = None) -> Decisions:
@@ -193,40 +216,37 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
     n = len(u)
     outcome = np.full(n, _O[mf.DELIVERED], dtype=np.int8)
     layer = np.full(n, _L[mf.CONSUME_QUEUE], dtype=np.int8)
-    detail = _const(n, None)
+    sql_state = np.full(n, -1, dtype=np.int8)
     bloom_fp = np.zeros(n, dtype=bool)
     cq_ok, reason = consume_queue_layer(f, u)
-    cq_reason = reason.copy()
-    missed = ~cq_ok
-    outcome[missed] = np.where(reason[missed] == "bloom_miss", _O[mf.BLOOM_MISS], _O[mf.TAG_HASH_MISS])
+    outcome[~cq_ok] = np.where(reason[~cq_ok] == _R["bloom_miss"], np.int8(_O[mf.BLOOM_MISS]),
+                               np.int8(_O[mf.TAG_HASH_MISS]))
     rows = np.flatnonzero(cq_ok)
+    errors: dict[int, str] = {}
     if len(rows) == 0:
-        return Decisions(outcome, layer, reason, detail, bloom_fp)
-    cl_ok, cl_reason, cl_detail = commit_log_layer(f, u, rows, engine_cache)
+        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp)
+    cl = commit_log_layer(f, u, rows, engine_cache)
+    bloom_hit = reason[rows] == _R["bloom_hit"]
     layer[rows] = _L[mf.COMMIT_LOG]
-    reason[rows], detail[rows] = cl_reason, cl_detail
-    dropped = rows[~cl_ok]
-    if len(dropped):
-        outcome[dropped] = [_CL_OUTCOME.get(r, _O[mf.SQL_FALSE]) for r in cl_reason[~cl_ok]]
-        bloom_fp[dropped] = cq_reason[dropped] == "bloom_hit"
-    passed = rows[cl_ok]
+    reason[rows] = cl.reason
+    sql_state[rows] = cl.sql_state
+    errors = {int(rows[i]): text for i, text in cl.errors.items()}
+    dropped = ~cl.matched
+    if dropped.any():
+        outcome[rows[dropped]] = _SQL_OUTCOME[cl.sql_state[dropped]]
+        bloom_fp[rows[dropped]] = bloom_hit[dropped]
+    passed = rows[cl.matched]
     sub = f.subscription
     if sub is None or len(passed) == 0:
-        return Decisions(outcome, layer, reason, detail, bloom_fp)
-    keep = client_check(u.tags.take(pa.array(passed)), sub)
+        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp)
+    tags = u.tags if len(passed) == n else u.tags.take(pa.array(passed))
+    keep = client_check(tags, sub)
     layer[passed] = _L[mf.CLIENT]
-    detail[passed] = None
-    client_reason = _client_reasons(sub, u.tags.take(pa.array(passed)), keep)
-    reason[passed] = client_reason
-    outcome[passed[~keep]] = _O[mf.TAG_CLIENT_MISMATCH]
-    return Decisions(outcome, layer, reason, detail, bloom_fp)
-
-
-def _client_reasons(sub, tags: pa.Array, keep: np.ndarray) -> np.ndarray:
-    """`tags.check_client`'s branch names."""
-    k = len(keep)
     if not sub.tags or sub.class_filter_mode:
-        return _const(k, "client_keep_all")
-    missing = np.asarray(tags.is_null(), dtype=bool)
-    return np.where(missing, "client_no_tags", np.where(keep, "client_tag_match", "client_tag_mismatch")
-                    ).astype(object)
+        reason[passed] = _R["client_keep_all"]
+    else:
+        missing = np.asarray(tags.is_null(), dtype=bool)
+        reason[passed] = np.where(missing, np.int8(_R["client_no_tags"]),
+                                  np.where(keep, np.int8(_R["client_tag_match"]), np.int8(_R["client_tag_mismatch"])))
+    outcome[passed[~keep]] = _O[mf.TAG_CLIENT_MISMATCH]
+    return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp)
