@@ -1,0 +1,258 @@
+"""Job 1's dispatch: decoded CommitLog batches in, consume-queue units out, as the broker's dispatchers write them.
+
+Which records get a unit (CommitLogDispatcherBuildConsumeQueue): transaction type NOT or COMMIT only (prepared
+and rollback records get none), at the record's own topic, queue id and QUEUEOFFSET, with its commit log offset,
+TOTALSIZE and tagsCode (the decoder's `tags_code`: the TAGS hash, or the delivery time in SCHEDULE_TOPIC_XXXX).
+With ConsumeQueueExt on, every unit also gets an ext unit: the real tagsCode, the record's store time and the
+bitmap CommitLogDispatcherCalcBitMap computed (when enableCalcFilterBitMap is on).
+
+**Which filters a rebuilt bitmap holds.** The broker sets, at dispatch time, the bits of every SQL92 filter then
+registered on the record's topic that evaluates to TRUE on its properties, dead records included (they stay in
+the registry until `clean()`). A dump holds only the final registry, so job 1 applies one rule:
+
+    a registry record counts for a message  iff  message store time > record bornTime
+
+(the test the broker's `isMsgInLive` applies at pull time: for a message at or before a record's bornTime the
+pull skips the bloom layer, so that record's bits are never read for it). Dead records count. Counting records
+that did not compile or have no bloom data are skipped, as CalcBitMap skips them. A message for which no record
+of its topic counts gets no bitmap (null), as CalcBitMap writes none when the topic has no filter data; one for
+which some record counts gets a bitmap of ceil(m/8) bytes, all zero when none matches.
+
+The rule reproduces the broker exactly when every registration was made before the messages and not changed
+later. When registrations changed mid-stream the broker's bitmap can hold bits the rule cannot know of: a record
+whose current version was born after the message (the broker then held an earlier version of it, or the message
+was dispatched after the registration in the same instant), or a record the final registry no longer holds
+(removed by `clean()`, or by a changed expression that failed to compile). Under the rule the rebuilt bits are
+always a subset of the broker's: `explain_bitmap` checks a difference against exactly these causes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filterlib.bloom import BloomFilter, BloomFilterData
+from filterlib.engine import Engine
+from filterlib.engine.queue_layer import ext_bitmaps
+from filterlib.registry import ConsumerFilterManager, bloom_key
+from filterlib.store.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from filterlib.store.consumequeue_ext import MAX_EXT_UNIT_SIZE, MIN_EXT_UNIT_SIZE
+
+CQ_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("commit_log_offset", pa.int64()),
+    ("size", pa.int32()),
+    ("tags_code", pa.int64()),
+    ("msg_store_time", pa.int64()),
+    ("filter_bitmap", pa.binary()),
+])
+
+
+def enters_queue(sys_flag: np.ndarray) -> np.ndarray:
+    """Per record: does it get a consume-queue unit (transaction type NOT or COMMIT, the 2-bit field 0xC)."""
+    t = np.asarray(sys_flag, dtype=np.int32) & TRANSACTION_ROLLBACK_TYPE
+    return (t == TRANSACTION_NOT_TYPE) | (t == TRANSACTION_COMMIT_TYPE)
+
+
+def counts_for(born_time: int, store_time: np.ndarray) -> np.ndarray:
+    """The rule, per message: a record counts iff the message's store time is after the record's bornTime."""
+    return np.asarray(store_time, dtype=np.int64) > born_time
+
+
+@dataclass
+class _TopicFilters:
+    """One topic's registry records: born times of all, and an engine over those CalcBitMap can use."""
+
+    born: np.ndarray
+    usable: list[int]
+    groups: list[str | None]
+    datas: list[BloomFilterData]
+    engine: Engine | None
+
+
+@dataclass
+class DispatchStats:
+    """Counts a dispatcher accumulates: records seen, units made, bitmaps written, matches per (group, topic)."""
+
+    records: int = 0
+    units: int = 0
+    bitmaps: int = 0
+    matches: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+class Dispatcher:
+    """Consume-queue units of decoded batches under one broker setting and one (final) filter registry."""
+
+    def __init__(self, registry: ConsumerFilterManager | None, ext: bool, calc_bitmap: bool):
+        self.registry = registry
+        self.ext = ext
+        self.calc_bitmap = calc_bitmap and ext and registry is not None
+        self.stats = DispatchStats()
+        self._topics: dict[str, _TopicFilters | None] = {}
+
+    @property
+    def bloom(self) -> BloomFilter | None:
+        """The registry's bloom filter (its m gives the bitmap width)."""
+        return None if self.registry is None else self.registry.bloom_filter
+
+    def _filters(self, topic: str) -> _TopicFilters | None:
+        if topic not in self._topics:
+            records = self.registry.get_topic(topic) if self.registry is not None else None
+            if not records:
+                self._topics[topic] = None
+            else:
+                usable = [i for i, d in enumerate(records)
+                          if d.compiled is not None and d.bloom_filter_data is not None]
+                engine = Engine([records[i].compiled for i in usable]) if usable else None
+                self._topics[topic] = _TopicFilters(
+                    np.array([d.born_time for d in records], dtype=np.int64), usable,
+                    [records[i].consumer_group for i in usable], [records[i].bloom_filter_data for i in usable],
+                    engine)
+        return self._topics[topic]
+
+    def units(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The consume-queue units of a decoded batch (filterlib.store.scan SCHEMA), in the batch's order."""
+        self.stats.records += batch.num_rows
+        keep = enters_queue(batch.column("sys_flag").to_numpy(zero_copy_only=False))
+        if not keep.all():
+            batch = batch.filter(pa.array(keep))
+        n = batch.num_rows
+        self.stats.units += n
+        store_time = batch.column("store_timestamp")
+        size = batch.column("store_size")
+        cols = [batch.column("topic"), batch.column("queue_id"), batch.column("queue_offset"),
+                batch.column("commit_log_offset"), size, batch.column("tags_code")]
+        if not self.ext:
+            cols += [pa.nulls(n, pa.int64()), pa.nulls(n, pa.binary())]
+            return pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
+        bitmaps = self._bitmaps(batch) if self.calc_bitmap and n else pa.nulls(n, pa.binary())
+        ext_size = MIN_EXT_UNIT_SIZE + pc.fill_null(pc.binary_length(bitmaps), 0).to_numpy(zero_copy_only=False)
+        has_ext = ext_size <= MAX_EXT_UNIT_SIZE
+        if not has_ext.all():
+            mask = pa.array(~has_ext)
+            store_time = pc.if_else(mask, pa.nulls(n, pa.int64()), store_time)
+            bitmaps = pc.if_else(mask, pa.nulls(n, pa.binary()), bitmaps)
+        cols += [store_time, bitmaps]
+        return pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
+
+    def _bitmaps(self, batch: pa.RecordBatch) -> pa.Array:
+        """CalcBitMap under the rule for every row of a batch of units: binary bitmaps, null where none."""
+        n = batch.num_rows
+        bloom = self.registry.bloom_filter
+        width = bloom.byte_length
+        out = np.zeros((n, width), dtype=np.uint8)
+        written = np.zeros(n, dtype=bool)
+        enc = pc.dictionary_encode(batch.column("topic"))
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        store_all = batch.column("store_timestamp").to_numpy(zero_copy_only=False)
+        for code, topic in enumerate(enc.dictionary.to_pylist()):
+            tf = self._filters(topic)
+            if tf is None:
+                continue
+            rows = np.flatnonzero(codes == code)
+            store = store_all[rows]
+            counting = store[:, None] > tf.born[None, :]
+            any_counts = counting.any(axis=1)
+            if not any_counts.any():
+                continue
+            matches = []
+            if tf.engine is not None:
+                props = batch.column("properties").take(pa.array(rows))
+                results = tf.engine.evaluate(props)
+                matches = [r.matches & counting[:, i] for r, i in zip(results, tf.usable, strict=True)]
+                for m, g in zip(matches, tf.groups, strict=True):
+                    self.stats.matches[(g, topic)] = self.stats.matches.get((g, topic), 0) + int(m.sum())
+            bits, ok = ext_bitmaps(matches, tf.datas, bloom, len(rows))
+            ok &= any_counts
+            out[rows] = bits
+            written[rows] = ok
+        self.stats.bitmaps += int(written.sum())
+        fixed = pa.Array.from_buffers(pa.binary(width), n, [
+            pa.py_buffer(np.packbits(written, bitorder="little").tobytes()), pa.py_buffer(out.tobytes())])
+        return fixed.cast(pa.binary())
+
+
+def dispatch(batches: Iterable[pa.RecordBatch], dispatcher: Dispatcher) -> pa.Table:
+    """Every unit of a run of batches as one table (convenience for tests and notebooks)."""
+    parts = [dispatcher.units(b) for b in batches]
+    return pa.Table.from_batches(parts, schema=CQ_SCHEMA)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a rebuilt bitmap differs from the broker's: explained or not, why, and the (group, topic) records cited."""
+
+    explained: bool
+    reasons: tuple[str, ...]
+    records: tuple[tuple[str, str], ...] = ()
+
+
+def bit_set(bitmap: bytes) -> set[int]:
+    """Positions of the set bits of a bitmap (BitsArray order: byte p/8, bit p%8)."""
+    return {i * 8 + b for i, byte in enumerate(bitmap) for b in range(8) if byte >> b & 1}
+
+
+def explain_bitmap(topic: str, store_time: int, mine: bytes | None, broker: bytes | None,
+                   registry: ConsumerFilterManager, known_groups: Iterable[str]) -> Explanation:
+    """Account for a rebuilt bitmap that differs from the broker's by the rule's two blind spots.
+
+    Under the rule every rebuilt bit is one the broker set too (a counting record existed, unchanged, when the
+    message was dispatched), so `mine` must be a subset of `broker`, and mine non-null implies broker non-null.
+    The broker's extra bits (or its bitmap where the rule writes none) must come from records the rule cannot
+    see: a final-registry record of the topic born at or after the message (the broker held an earlier version
+    of it then), or a (group, topic) of a known group that the final registry does not hold for this topic (a
+    record removed since). A candidate can account for bits only if all its positions are set in the broker's
+    bitmap (a matching filter sets all of them); the extra bits must lie in the union of those candidates. A
+    broker bitmap where the rule writes none needs at least one candidate (the broker had filter data then).
+    """
+    if mine == broker:
+        return Explanation(True, ())
+    if broker is None:
+        return Explanation(False, ("the rule wrote a bitmap where the broker wrote none",))
+    bloom = registry.bloom_filter
+    records = registry.get_topic(topic) or []
+    held = {d.consumer_group for d in records}
+    born_after: list[_Candidate] = [
+        _Candidate(d.consumer_group, d.bloom_filter_data.bit_pos,
+                   f"({d.consumer_group}, {topic}) born at {d.born_time}, not before the message stored at "
+                   f"{store_time}: the broker held an earlier registration of it")
+        for d in records
+        if store_time <= d.born_time and d.bloom_filter_data is not None and d.bloom_filter_data.bit_pos]
+    removed = [_Candidate(g, bloom.generate(bloom_key(g, topic)).bit_pos,
+                          f"({g}, {topic}) is not in the final registry: a registration removed since")
+               for g in sorted(set(known_groups) - held)]
+    theirs = bit_set(broker)
+    ours = bit_set(mine) if mine is not None else set()
+    if not ours <= theirs:
+        return Explanation(False, (f"rebuilt bits {sorted(ours - theirs)} are not set by the broker",))
+    extra = theirs - ours
+    usable = [c for c in born_after + removed if set(c.bits) <= theirs]
+    covered = set().union(*(set(c.bits) for c in usable))
+    if not extra <= covered:
+        return Explanation(False, (f"broker bits {sorted(extra - covered)} match no record the rule omits",))
+    cited = [c for c in usable if set(c.bits) & extra]
+    if mine is None and not cited:
+        cited = born_after or removed
+        if not cited:
+            return Explanation(False, ("the broker had filter data for the topic; the registry shows none then",))
+    return Explanation(True, tuple(c.reason for c in cited), tuple((c.group, topic) for c in cited))
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A (group, topic) record the rule cannot see: its group, bit positions and why it is a candidate."""
+
+    group: str
+    bits: tuple[int, ...]
+    reason: str
+
+
+def registry_groups(registry: ConsumerFilterManager) -> set[str]:
+    """Every consumer group that has a record in the registry, on any topic."""
+    return {d.consumer_group for d in registry.records() if d.consumer_group is not None}
