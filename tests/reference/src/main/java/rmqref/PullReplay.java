@@ -17,6 +17,8 @@ import org.apache.rocketmq.broker.filter.ExpressionForRetryMessageFilter;
 import org.apache.rocketmq.broker.filter.ExpressionMessageFilter;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.filter.ExpressionType;
+import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageClientIDSetter;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -272,7 +274,16 @@ final class PullReplay {
         o.put("tags", m.getTags());
         o.put("keys", m.getKeys());
         o.put("uniqKey", m.getProperty(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX));
-        o.put("offsetMsgId", m.getMsgId());
+        // The client's msgId (MessageClientExt.getMsgId: UNIQ_KEY when there is one) and the offset msg id
+        // (store host + port + commit log offset, MessageDecoder.createMessageId) are different ids: keep both.
+        if (client instanceof MessageClientExt) {
+            o.put("msgId", client.getMsgId());
+            o.put("offsetMsgId", ((MessageClientExt) client).getOffsetMsgId());
+        } else {
+            String uniq = MessageClientIDSetter.getUniqID(m);
+            o.put("msgId", uniq != null ? uniq : m.getMsgId());
+            o.put("offsetMsgId", m.getMsgId());
+        }
         o.put("properties", m.getProperties() == null ? new JSONObject() : new JSONObject(new TreeMap<>(m.getProperties())));
         o.put("body", stored == null || stored.getBody() == null ? "" : Base64.getEncoder().encodeToString(stored.getBody()));
         o.put("bodyDecompressed", client == null ? null
