@@ -8,6 +8,7 @@ package rmqref;
  *   pull  REQUEST.json OUT.json   the real pull replay over (a copy of) an existing store directory
  *   bench IN.json OUT.json        warm single-threaded timing of SQL92 evaluate / bloom isHit
  *   scan  IN.json OUT.json        the recovery walk (checkMessageAndReturnSize) over commitlog files, damaged or not
+ *   rebuild IN.json OUT.json      times the broker's own consume-queue rebuild (DefaultMessageStore.load) of a store
  */
 public final class Main {
     private Main() {
@@ -15,7 +16,7 @@ public final class Main {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
-            System.err.println("usage: rmqref.Main eval|store|pull|bench|scan INPUT OUTPUT");
+            System.err.println("usage: rmqref.Main eval|store|pull|bench|scan|rebuild INPUT OUTPUT");
             System.exit(2);
         }
         int rc;
@@ -34,6 +35,9 @@ public final class Main {
                 break;
             case "bench":
                 rc = BenchMode.run(args[1], args[2]);
+                break;
+            case "rebuild":
+                rc = RebuildMode.run(args[1], args[2]);
                 break;
             default:
                 System.err.println("unknown mode: " + args[0]);
