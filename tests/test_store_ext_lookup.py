@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 import refharness
 import scenarios
@@ -107,3 +108,61 @@ def test_lookup_real_offset_zero_falls_back_to_first_file() -> None:
     assert ext.lookup(files, size, ext.decorate(0)) == at_first
     assert ext.lookup(files, size, addrs[1]) is None
     assert ext.lookup({}, size, ext.decorate(0)) is None
+
+
+def _row_resolution(files: dict[int, bytes], file_size: int, fields: list[int]) -> list[tuple]:
+    """What resolve_columns must give per unit, from the row `lookup` (the broker's null for what stays an address)."""
+    out = []
+    for f in fields:
+        unit = ext.lookup(files, file_size, f) if ext.is_ext_addr(f) else None
+        tags = f if unit is None else unit.tags_code
+        out.append((tags if not ext.is_ext_addr(tags) else None, unit is not None,
+                    0 if unit is None else unit.msg_store_time,
+                    None if unit is None or unit.filter_bitmap is None else unit.filter_bitmap))
+    return out
+
+
+def _columns_resolution(files: dict[int, bytes], file_size: int, fields: list[int]) -> list[tuple]:
+    c = ext.resolve_columns(np.array(fields, dtype=np.int64), files, file_size)
+    return [(int(c.tags_code[i]) if c.tags_code_legal[i] else None, bool(c.has_ext[i]), int(c.store_time[i]),
+             None if c.bitmap_length[i] < 0 else c.bitmaps[i, :c.bitmap_length[i]].tobytes())
+            for i in range(len(fields))]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("name", ["tag_ext", "varied1"])
+def test_resolve_columns_equals_lookup(stores, name) -> None:
+    """The vectorised resolution of a whole queue equals `lookup` unit by unit, on real ext files plus addresses
+    that miss (no such file, past the data, real offset 0 with no file at 0) and plain tag hashes."""
+    out = stores[name]
+    report = json.load(open(os.path.join(out, "report.json"), encoding="utf-8"))
+    file_size = report["store"]["mappedFileSizeConsumeQueueExt"]
+    sd = StoreDir(os.path.join(out, "store"))
+    compared = 0
+    for topic, qid in sd.queue_ids():
+        files = ext.load_ext_files(sd.queue_dir(topic, qid, ext=True))
+        fields = [u.tags_code for u in sd.read_queue(topic, qid)]
+        fields += [ext.decorate(file_size * 1000), ext.decorate(max(files) + file_size - 3), ext.decorate(0), 12345,
+                   -7]
+        want = _row_resolution(files, file_size, fields)
+        assert _columns_resolution(files, file_size, fields) == want
+        without_first = {k: v for k, v in files.items() if k != min(files)}
+        if without_first:
+            assert _columns_resolution(without_first, file_size, fields) == \
+                _row_resolution(without_first, file_size, fields)
+        compared += len(fields)
+    assert compared > 100
+
+
+def test_resolve_columns_on_cut_units() -> None:
+    """A unit cut inside its header or its bitmap is no unit (read_unit's checks), as `lookup` says."""
+    import struct
+
+    whole = ext.CqExtUnit(77, 1700000000000, b"\x05\x06\x07").encode()
+    head = struct.pack(">hqq", 28, 5, 6)
+    data = whole + head + b"\x00" * 2
+    files = {0: whole + whole[:-2], 4096: data + whole[:21], 8192: head[:10]}
+    fields = [ext.decorate(0), ext.decorate(len(whole)), ext.decorate(4096 + len(whole)),
+              ext.decorate(4096 + len(data)), ext.decorate(8192), 99]
+    assert _columns_resolution(files, 4096, fields) == _row_resolution(files, 4096, fields)
+    assert [r[1] for r in _row_resolution(files, 4096, fields)] == [True, False, True, False, False, False]

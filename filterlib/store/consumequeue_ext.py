@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from filterlib.store.commitlog import file_name
 from filterlib.store.consumequeue import queue_files
@@ -167,26 +168,76 @@ class ExtColumns:
     bitmap_length: np.ndarray
 
 
+@njit(cache=True)
+def _be(blob, p, n):
+    v = np.int64(0)
+    for k in range(n):
+        v = (v << np.int64(8)) | np.int64(blob[p + k])
+    return v
+
+
+@njit(cache=True)
+def _resolve(fields, starts, bases, lengths, blob, file_size, tags, has_ext, store_time, bm_pos, bm_len):
+    """For each ext address: `lookup` + `read_unit` over the concatenated files (blob; file f is
+    blob[bases[f]:bases[f] + lengths[f]] and starts at ext offset starts[f])."""
+    long_min = np.int64(-9223372036854775807 - 1)
+    max_addr = np.int64(-2147483649)
+    for i in range(len(fields)):
+        a = fields[i]
+        if a > max_addr or len(starts) == 0:
+            continue
+        real = a - long_min
+        start = real - real % file_size
+        f = np.searchsorted(starts, start)
+        if f >= len(starts) or starts[f] != start:
+            if real != 0:
+                continue
+            f = 0
+        pos = real - start
+        n = lengths[f]
+        b = bases[f]
+        if pos + 2 > n:
+            continue
+        size = _be(blob, b + pos, 2)
+        if size >= 32768:
+            size -= 65536
+        if size < 1 or pos + 20 > n:
+            continue
+        t = _be(blob, b + pos + 2, 8)
+        st = _be(blob, b + pos + 10, 8)
+        bl = _be(blob, b + pos + 18, 2)
+        if bl >= 32768:
+            bl -= 65536
+        if bl >= 1:
+            if pos + 20 + bl > n:
+                continue
+            bm_pos[i] = b + pos + 20
+            bm_len[i] = bl
+        tags[i] = t
+        store_time[i] = st
+        has_ext[i] = True
+
+
 def resolve_columns(tags_field: np.ndarray, files: dict[int, bytes], file_size: int) -> ExtColumns:
-    """Follow every ext address of a queue's tagsCode column (`lookup` per address; plain codes pass through)."""
-    n = len(tags_field)
-    tags = np.asarray(tags_field, dtype=np.int64).copy()
-    legal = np.ones(n, dtype=bool)
+    """Follow every ext address of a queue's tagsCode column as `lookup` does (plain codes pass through); an
+    address that does not resolve, or resolves to another address, is the broker's null tagsCode."""
+    fields = np.asarray(tags_field, dtype=np.int64)
+    n = len(fields)
+    tags = fields.copy()
     has_ext = np.zeros(n, dtype=bool)
     store_time = np.zeros(n, dtype=np.int64)
+    bm_pos = np.zeros(n, dtype=np.int64)
     lengths = np.full(n, -1, dtype=np.int64)
-    found: dict[int, bytes] = {}
-    for i in np.flatnonzero(tags <= MAX_ADDR).tolist():
-        unit = lookup(files, file_size, int(tags_field[i])) if files else None
-        if unit is None:
-            continue
-        tags[i], store_time[i], has_ext[i] = unit.tags_code, unit.msg_store_time, True
-        if unit.filter_bitmap is not None:
-            found[i] = unit.filter_bitmap
-            lengths[i] = len(unit.filter_bitmap)
-    legal &= tags > MAX_ADDR  # CqUnit.isTagsCodeValid: an address left unresolved is a null tagsCode
-    width = max((len(b) for b in found.values()), default=0)
+    order = sorted(files)
+    sizes = np.array([len(files[k]) for k in order], dtype=np.int64)
+    bases = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64) if order else np.zeros(0, np.int64)
+    blob = np.frombuffer(b"".join(files[k] for k in order), dtype=np.uint8)
+    _resolve(fields, np.array(order, dtype=np.int64), bases, sizes, blob, file_size, tags, has_ext, store_time,
+             bm_pos, lengths)
+    legal = tags > MAX_ADDR  # CqUnit.isTagsCodeValid: an address left unresolved is a null tagsCode
+    width = int(lengths.max()) if n and lengths.max() > 0 else 0
     bitmaps = np.zeros((n, width), dtype=np.uint8)
-    for i, b in found.items():
-        bitmaps[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+    for k in np.unique(lengths[lengths > 0]).tolist():
+        rows = np.flatnonzero(lengths == k)
+        bitmaps[rows, :k] = blob[bm_pos[rows, None] + np.arange(k)]
     return ExtColumns(tags, legal, has_ext, store_time, bitmaps, lengths)
