@@ -233,7 +233,10 @@ def test_extraction_keeps_the_last_of_a_repeated_key_and_handles_slices():
 
 def _store_scenarios() -> dict[str, dict]:
     return {"tag_ext": scenarios.tag_and_sql_scenario(1), "varied1": scenarios.varied_scenario(1),
-            "varied2": scenarios.varied_scenario(2), "varied3": scenarios.varied_scenario(3)}
+            "varied2": scenarios.varied_scenario(2), "varied3": scenarios.varied_scenario(3),
+            "answers_off": scenarios.pull_answers_scenario(11, False),
+            "answers_on": scenarios.pull_answers_scenario(11, True),
+            "heartbeat": scenarios.heartbeat_clean_scenario(3)}
 
 
 def _decoded(store: str) -> pa.Table:
@@ -280,10 +283,12 @@ def test_harness_store_messages(harness_runs, name):
 
 
 @pytest.mark.reference
-@pytest.mark.parametrize("name", ["registry", "tag_ext", "varied1", "varied3"])
+@pytest.mark.parametrize("name", ["registry", "tag_ext", "varied1", "varied3", "answers_off", "answers_on",
+                                  "heartbeat"])
 def test_ext_bitmaps_equal_the_broker(harness_runs, name):
     """Messages grouped by the registry the broker had at their dispatch; the engine's bitmaps equal the ext's.
-    (varied2 runs with ConsumeQueueExt off: it has no bitmaps; varied3 has f=5, n=64, the others f=20.)"""
+    Every ext-enabled harness scenario (varied2 and the large-body store run with ConsumeQueueExt off: no bitmaps;
+    varied3 has f=5, n=64, the others f=20; heartbeat registers, kills and cleans records mid-stream)."""
     run = harness_runs[name]
     table = _decoded(str(run["out"] / "store"))
     row_of = {off: i for i, off in enumerate(table.column("commit_log_offset").to_pylist())}
