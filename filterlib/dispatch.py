@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.engine import Engine
 from filterlib.engine.queue_layer import ext_bitmaps
-from filterlib.registry import ConsumerFilterManager, bloom_key
+from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, TopicFilters, bloom_key, compile_filter
 from filterlib.store.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from filterlib.store.consumequeue_ext import MAX_EXT_UNIT_SIZE, MIN_EXT_UNIT_SIZE
 
@@ -118,31 +118,33 @@ class Dispatcher:
 
     def units(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The consume-queue units of a decoded batch (filterlib.store.scan SCHEMA), in the batch's order."""
-        self.stats.records += batch.num_rows
-        keep = enters_queue(batch.column("sys_flag").to_numpy(zero_copy_only=False))
-        if not keep.all():
-            batch = batch.filter(pa.array(keep))
-        n = batch.num_rows
-        self.stats.units += n
-        store_time = batch.column("store_timestamp")
-        size = batch.column("store_size")
+        in_queue, store_time, bitmaps = self.ext_columns(batch)
         cols = [batch.column("topic"), batch.column("queue_id"), batch.column("queue_offset"),
-                batch.column("commit_log_offset"), size, batch.column("tags_code")]
+                batch.column("commit_log_offset"), batch.column("store_size"), batch.column("tags_code"),
+                store_time, bitmaps]
+        units = pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
+        return units if in_queue.all() else units.filter(pa.array(in_queue))
+
+    def ext_columns(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, pa.Array]:
+        """Per row of a decoded batch: (gets a unit, its ext msg store time, its ext bitmap); nulls without ext."""
+        n = batch.num_rows
+        in_queue = enters_queue(batch.column("sys_flag").to_numpy(zero_copy_only=False))
+        self.stats.records += n
+        self.stats.units += int(in_queue.sum())
         if not self.ext:
-            cols += [pa.nulls(n, pa.int64()), pa.nulls(n, pa.binary())]
-            return pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
-        bitmaps = self._bitmaps(batch) if self.calc_bitmap and n else pa.nulls(n, pa.binary())
+            return in_queue, pa.nulls(n, pa.int64()), pa.nulls(n, pa.binary())
+        bitmaps = self._bitmaps(batch, in_queue) if self.calc_bitmap else pa.nulls(n, pa.binary())
         ext_size = MIN_EXT_UNIT_SIZE + pc.fill_null(pc.binary_length(bitmaps), 0).to_numpy(zero_copy_only=False)
-        has_ext = ext_size <= MAX_EXT_UNIT_SIZE
+        has_ext = in_queue & (ext_size <= MAX_EXT_UNIT_SIZE)
+        store_time = batch.column("store_timestamp")
         if not has_ext.all():
             mask = pa.array(~has_ext)
             store_time = pc.if_else(mask, pa.nulls(n, pa.int64()), store_time)
             bitmaps = pc.if_else(mask, pa.nulls(n, pa.binary()), bitmaps)
-        cols += [store_time, bitmaps]
-        return pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
+        return in_queue, store_time, bitmaps
 
-    def _bitmaps(self, batch: pa.RecordBatch) -> pa.Array:
-        """CalcBitMap under the rule for every row of a batch of units: binary bitmaps, null where none."""
+    def _bitmaps(self, batch: pa.RecordBatch, in_queue: np.ndarray) -> pa.Array:
+        """CalcBitMap under the rule for the rows that get a unit: binary bitmaps, null elsewhere and where none."""
         n = batch.num_rows
         bloom = self.registry.bloom_filter
         width = bloom.byte_length
@@ -150,6 +152,7 @@ class Dispatcher:
         written = np.zeros(n, dtype=bool)
         enc = pc.dictionary_encode(batch.column("topic"))
         codes = enc.indices.to_numpy(zero_copy_only=False)
+        codes = np.where(in_queue, codes, -1)
         store_all = batch.column("store_timestamp").to_numpy(zero_copy_only=False)
         for code, topic in enumerate(enc.dictionary.to_pylist()):
             tf = self._filters(topic)
@@ -176,6 +179,26 @@ class Dispatcher:
         fixed = pa.Array.from_buffers(pa.binary(width), n, [
             pa.py_buffer(np.packbits(written, bitorder="little").tobytes()), pa.py_buffer(out.tobytes())])
         return fixed.cast(pa.binary())
+
+
+def registry_spec(registry: ConsumerFilterManager) -> dict:
+    """The registry as plain data (bloom f and n, every record's fastjson bean) for shipping to other processes."""
+    return {"f": registry.bloom_filter.f, "n": registry.bloom_filter.n,
+            "records": [[topic, group, d.to_json()] for topic, tf in registry.filter_data_by_topic.items()
+                        for group, d in tf.groups.items()]}
+
+
+def registry_from_spec(spec: dict) -> ConsumerFilterManager:
+    """Rebuild a registry from `registry_spec`: the same records (times kept as given), each compiled again."""
+    m = ConsumerFilterManager(spec["f"], spec["n"])
+    for topic, group, obj in spec["records"]:
+        d = ConsumerFilterData.from_json(obj)
+        try:
+            d.compiled = compile_filter(d.expression_type, d.expression)
+        except Exception as exc:  # kept uncompiled, as the broker's load keeps it
+            d.compile_error = exc
+        m.filter_data_by_topic.setdefault(topic, TopicFilters(obj.get("topic"))).groups[group] = d
+    return m
 
 
 def dispatch(batches: Iterable[pa.RecordBatch], dispatcher: Dispatcher) -> pa.Table:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +72,10 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
     from pyspark.sql import SparkSession
 
     conf = dict(conf or {})
+    if not _submitted():
+        # Python workers (mapInArrow) must run this interpreter, the one with filterlib's dependencies, not
+        # whatever `python3` is first on PATH (PySpark reads the variable when it starts the context).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)

@@ -1,0 +1,89 @@
+"""The SQL92 filter registry job 1 dispatches with: the dump's consumerFilter.json as the broker loads it, plus the
+registered SQL92 subscriptions it lacks (bornTime 0), and one row per registration for the consumer_filters table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from filterlib.javalang import java_utf8_decode
+from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
+from filterlib.store import fastjson
+from filterlib.subscriptions import Subscription, register_missing
+
+DUMP = "consumerFilter.json"
+SUBSCRIPTIONS = "subscriptions"
+
+
+@dataclass
+class RegistryLoad:
+    """The registry, the consumer_filters rows, the subscriptions registered from the file, and any issues."""
+
+    registry: ConsumerFilterManager
+    rows: list[dict] = field(default_factory=list)
+    added: list[Subscription] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict]:
+        """Rows of registrations whose selector did not compile."""
+        return [r for r in self.rows if not r["compiled"]]
+
+
+def _read_dump_text(config_dir: str) -> tuple[str | None, str | None]:
+    """(text, path) of consumerFilter.json, or of its .bak when the file is missing or empty (ConfigManager.load)."""
+    for p in (os.path.join(config_dir, DUMP), os.path.join(config_dir, DUMP + ".bak")):
+        if os.path.isfile(p):
+            with open(p, "rb") as f:
+                text = java_utf8_decode(f.read())
+            if text:
+                return text, p
+    return None, None
+
+
+def _row(d: ConsumerFilterData, source: str, registered: bool, file_dead_time: int | None = None) -> dict:
+    bloom = d.bloom_filter_data
+    dead_time = d.dead_time if file_dead_time is None else file_dead_time
+    return {"consumer_group": d.consumer_group, "topic": d.topic, "expression": d.expression,
+            "expression_type": d.expression_type, "client_version": d.client_version, "born_time": d.born_time,
+            "dead_time": dead_time, "dead": dead_time >= d.born_time, "source": source,
+            "registered": registered, "compiled": d.compiled is not None,
+            "compile_error": None if d.compile_error is None else str(d.compile_error).splitlines()[0],
+            "bloom_bit_pos": None if bloom is None or bloom.bit_pos is None else list(bloom.bit_pos),
+            "bloom_bit_num": None if bloom is None else bloom.bit_num}
+
+
+def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int,
+                  subscriptions: Sequence[Subscription] = ()) -> RegistryLoad:
+    """Load the dump's registry under the broker's bloom settings, add the missing registered SQL92 subscriptions.
+
+    As the broker's load: a file whose bloom data does not fit (another f or n) leaves the registry empty (the
+    issue says so); records that do not compile stay, uncompiled. Rows carry the file's own deadTime (the load
+    marks every live record dead; dead records still filter).
+    """
+    out = RegistryLoad(ConsumerFilterManager(max_error_rate, expect_consumer_num))
+    text, path = _read_dump_text(os.path.join(store_root, "config"))
+    file_dead: dict[tuple[str, str], int] = {}
+    if text is not None:
+        try:
+            raw = fastjson.loads(text) or {}
+            for topic_obj in (raw.get("filterDataByTopic") or {}).values():
+                for group, obj in ((topic_obj or {}).get("groupFilterData") or {}).items():
+                    if obj is not None:
+                        file_dead[(obj.get("topic"), group)] = int(obj.get("deadTime") or 0)
+            if not out.registry.decode(text):
+                out.issues.append(f"{path}: its bloom data does not fit maxErrorRateOfBloomFilter={max_error_rate}, "
+                                  f"expectConsumerNumUseFilter={expect_consumer_num}; the broker would load no "
+                                  f"filter, and neither does the rebuild")
+        except ValueError as e:
+            out.issues.append(f"{path}: unreadable ({e}); the broker would start with no filters")
+    for d in out.registry.records():
+        out.rows.append(_row(d, DUMP, True, file_dead.get((d.topic, d.consumer_group))))
+    out.added = register_missing(out.registry, subscriptions)
+    for s in out.added:
+        out.rows.append(_row(out.registry.get(s.topic, s.group), SUBSCRIPTIONS, True))
+    for d in out.registry.compile_failures.values():
+        out.rows.append(_row(d, SUBSCRIPTIONS, False))
+    return out

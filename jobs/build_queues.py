@@ -1,0 +1,408 @@
+"""Job 1: rebuild a dump's consume queues (with ext store times and filter bitmaps) and write the Delta tables.
+
+    python -m jobs.build_queues --store DIR --warehouse DIR [--dump-id ID] [--broker-conf FILE]
+                                [--subscriptions FILE]
+
+Spark distributes byte ranges of the commitlog files; each task decodes its range and dispatches the records
+(`filterlib.dispatch`) in the same pass, and sends back only its split report. The driver merges the reports per
+file (valid end, damage), drops rows past a file's valid end, re-decodes whole any file whose splits lost sync,
+and writes messages, consume_queue, consumer_filters and dump_files under the warehouse, replacing that dump's
+rows in one commit per table. Tables: docs/build_queues.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filterlib.dispatch import registry_spec
+from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
+from filterlib.dumpregistry import RegistryLoad, load_registry
+from filterlib.errors import StoreFormatError
+from filterlib.store.commitlog import parse_delay_levels
+from filterlib.store.scan import iter_ranges
+from filterlib.store.storedir import StoreDir
+from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
+from jobs.decode_tasks import (
+    MESSAGE_COLUMNS,
+    OUT_SCHEMA,
+    TASK_DDL,
+    TaskContext,
+    decode_ranges,
+    parse_report,
+    spark_ddl,
+)
+from jobs.delta_io import check_dump_id, replace_dump
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULTS = ROOT / "conf" / "build_queues.json"
+PROG = "build_queues"
+log = logging.getLogger(PROG)
+
+CQ_COLUMNS = ["topic", "queue_id", "queue_offset", "commit_log_offset", "size", "tags_code", "msg_store_time",
+              "filter_bitmap"]
+QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
+DUMP_FILES_DDL = ("dump_id string, path string, kind string, file_base long, size long, records long, "
+                  "decoded_bytes long, blank_bytes long, zero_tail_bytes long, damaged_bytes long, valid_end long, "
+                  "end_kind string, damage_offset long, damage_global_offset long, damage_length long, "
+                  "damage_reason string, splits int, whole_file_fallback boolean")
+FILTERS_DDL = ("dump_id string, consumer_group string, topic string, expression string, expression_type string, "
+               "client_version long, born_time long, dead_time long, dead boolean, source string, "
+               "registered boolean, compiled boolean, compile_error string, bloom_bit_pos array<int>, "
+               "bloom_bit_num int")
+
+
+class InputError(Exception):
+    """Bad input found before any Spark work: one line for the user, exit code 2."""
+
+
+@dataclass
+class Inputs:
+    """Everything validated on the driver before Spark starts."""
+
+    store: StoreDir
+    dump_id: str
+    warehouse: str
+    broker_conf: str | None
+    subscriptions: list[Subscription]
+    subscriptions_path: str | None
+    defaults: dict[str, Any]
+    split_bytes: int
+    check_crc: bool
+
+
+@dataclass
+class Summary:
+    """What a run did, for the end-of-run report and for tests."""
+
+    dump_id: str
+    files: int = 0
+    ranges: int = 0
+    bytes: int = 0
+    records: int = 0
+    units: int = 0
+    queues: int = 0
+    bitmaps_written: int = 0
+    damaged: list[dict] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    filters: int = 0
+    failed_filters: list[dict] = field(default_factory=list)
+    added_filters: list[str] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+    tables: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    ext: bool = False
+    calc_bitmap: bool = False
+
+    def lines(self) -> list[str]:
+        """The human summary."""
+        rate = self.records / self.seconds if self.seconds else 0.0
+        mb = self.bytes / self.seconds / 1e6 if self.seconds else 0.0
+        out = [f"dump {self.dump_id}: {self.files} commitlog files in {self.ranges} ranges, {self.bytes:,} bytes",
+               f"records {self.records:,}; consume-queue units {self.units:,} in {self.queues} queues; "
+               f"ext {'on' if self.ext else 'off'}, bitmaps {'on' if self.calc_bitmap else 'off'} "
+               f"({self.bitmaps_written:,} written)",
+               f"damaged ranges: {len(self.damaged)}"]
+        out += [f"  {d['path']} at {d['damage_offset']} ({d['damage_length']} bytes): {d['damage_reason']}"
+                for d in self.damaged]
+        if self.fallbacks:
+            out.append(f"whole-file decode after a split lost sync: {', '.join(self.fallbacks)}")
+        out.append(f"SQL92 filters: {self.filters} registrations, {len(self.failed_filters)} did not compile")
+        out += [f"  did not compile: ({f['consumer_group']}, {f['topic']}) {f['expression']!r}: "
+                f"{f['compile_error']}" for f in self.failed_filters]
+        if self.added_filters:
+            out.append(f"registered from the subscriptions file with bornTime 0 (live for every message): "
+                       f"{', '.join(self.added_filters)}")
+        out += [f"issue: {i}" for i in self.issues]
+        out += [f"table {t}: {p}" for t, p in self.tables.items()]
+        out.append(f"time {self.seconds:.1f} s, {rate:,.0f} records/s, {mb:.1f} MB/s")
+        return out
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (every flag explained in --help)."""
+    p = argparse.ArgumentParser(
+        prog="python -m jobs.build_queues",
+        description="Rebuild a RocketMQ store dump's consume queues (ext store times and SQL92 bloom bitmaps "
+                    "included) from its commitlog with Spark, and write the Delta tables messages, consume_queue, "
+                    "consumer_filters and dump_files under the warehouse. Re-running a dump replaces its rows.")
+    p.add_argument("--store", required=True, metavar="DIR",
+                   help="the dump: a broker store root holding commitlog/ (and config/consumerFilter.json for "
+                        "the SQL92 registrations; consumequeue/ and consumequeue_ext/ are not read)")
+    p.add_argument("--warehouse", required=True, metavar="DIR",
+                   help="directory (or Hadoop URI) of the Delta tables, one per table: <warehouse>/<table>")
+    p.add_argument("--dump-id", metavar="ID",
+                   help="name of this dump in the tables (default: the store directory's name); letters, digits "
+                        "and . _ : @ + -")
+    p.add_argument("--broker-conf", metavar="FILE",
+                   help="the broker's broker.conf (Java properties): enableConsumeQueueExt, "
+                        "enableCalcFilterBitMap, maxErrorRateOfBloomFilter, expectConsumerNumUseFilter, "
+                        "messageDelayLevel, checkCRCOnRecover, storePathCommitLog... "
+                        "(default: RocketMQ 5.3.3's defaults, where ext and bitmaps are off)")
+    p.add_argument("--subscriptions", metavar="FILE",
+                   help="JSON list of subscriptions (design.md, 'Subscriptions file'); registered SQL92 ones "
+                        "missing from the dump's consumerFilter.json are added with bornTime 0")
+    p.add_argument("--split-bytes", type=int, metavar="N",
+                   help="target bytes per Spark task (default from the defaults file: 256 MiB; files smaller "
+                        "than that are one task each)")
+    crc = p.add_mutually_exclusive_group()
+    crc.add_argument("--check-crc", dest="check_crc", action="store_true", default=None,
+                     help="check every body CRC (default: broker.conf's checkCRCOnRecover, true in 5.3.3)")
+    crc.add_argument("--no-check-crc", dest="check_crc", action="store_false",
+                     help="skip the body CRC check (faster; damage inside a body is then not detected)")
+    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
+                   help=f"job defaults (JSON: split_bytes, batch_rows, check_crc, units_per_partition, master, "
+                        f"spark_conf); default {DEFAULTS.relative_to(ROOT)}")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
+    return p
+
+
+def _load_defaults(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the defaults file ({e.strerror or e})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object of defaults")
+    return data
+
+
+def validate(args: argparse.Namespace) -> Inputs:
+    """Check every input before Spark starts; raise InputError with one line naming what is wrong."""
+    defaults = _load_defaults(args.defaults)
+    if args.broker_conf is not None and not os.path.isfile(args.broker_conf):
+        raise InputError(f"{args.broker_conf}: broker.conf not found or not a file")
+    if args.broker_conf is not None and not os.access(args.broker_conf, os.R_OK):
+        raise InputError(f"{args.broker_conf}: broker.conf is not readable")
+    try:
+        store = StoreDir(args.store, broker_conf=args.broker_conf)
+    except StoreFormatError as e:
+        raise InputError(str(e)) from None
+    except (OSError, UnicodeError) as e:
+        raise InputError(f"{args.broker_conf}: cannot read broker.conf ({e})") from None
+    except ValueError as e:
+        raise InputError(f"{args.broker_conf}: malformed broker.conf ({e})") from None
+    conf = store.conf
+    try:
+        parse_delay_levels(conf.messageDelayLevel)
+    except (ValueError, KeyError, IndexError):
+        raise InputError(f"{args.broker_conf}: messageDelayLevel {conf.messageDelayLevel!r} is not a list like "
+                         f"'1s 5s 10m 2h'") from None
+    subs: list[Subscription] = []
+    if args.subscriptions is not None:
+        try:
+            subs = load_subscriptions(args.subscriptions)
+        except SubscriptionsError as e:
+            raise InputError(str(e)) from None
+    dump_id = args.dump_id or os.path.basename(os.path.normpath(os.path.abspath(args.store)))
+    try:
+        check_dump_id(dump_id)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if "://" not in args.warehouse:
+        try:
+            os.makedirs(args.warehouse, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"{args.warehouse}: cannot create the warehouse directory ({e.strerror or e})") from None
+    split = args.split_bytes if args.split_bytes is not None else int(defaults.get("split_bytes", 256 << 20))
+    if split <= 0:
+        raise InputError(f"--split-bytes must be positive, got {split}")
+    check = args.check_crc
+    if check is None:
+        check = defaults.get("check_crc")
+    if check is None:
+        check = conf.checkCRCOnRecover
+    return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
+                  bool(check))
+
+
+def _registry(inputs: Inputs) -> RegistryLoad:
+    conf = inputs.store.conf
+    try:
+        return load_registry(inputs.store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
+                             inputs.subscriptions)
+    except ValueError as e:
+        raise InputError(f"bloom filter settings maxErrorRateOfBloomFilter={conf.maxErrorRateOfBloomFilter}, "
+                         f"expectConsumerNumUseFilter={conf.expectConsumerNumUseFilter}: {e}") from None
+
+
+def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
+    from pyspark import StorageLevel
+
+    sc = spark.sparkContext
+    rdd = sc.parallelize(tasks, max(1, len(tasks)))
+    df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(decode_ranges(ctx), spark_ddl(OUT_SCHEMA))
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    sc.setJobDescription(description)
+    return df
+
+
+def _plans(df: DataFrame) -> dict[int, FilePlan]:
+    reports = defaultdict(list)
+    for row in df.where(df.report.isNotNull()).select("report").collect():
+        r = parse_report(row.report)
+        reports[r.file_base].append(r)
+    return {base: plan_file(rs) for base, rs in reports.items()}
+
+
+def _valid_records(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
+    """The decoded records a file keeps: rows past a file's valid end and files re-decoded whole are dropped."""
+    from pyspark.sql import functions as F
+
+    rows = df.where(F.col("report").isNull())
+    redo = [b for b, p in plans.items() if p.fallback]
+    if redo:
+        rows = rows.where(~F.col("file_base").isin(redo))
+    limits = [(b, p.keep_below) for b, p in plans.items() if p.keep_below is not None]
+    if limits:
+        cond = None
+        for base, limit in limits:
+            cond = (F.when(F.col("file_base") == base, F.col("position") < limit) if cond is None
+                    else cond.when(F.col("file_base") == base, F.col("position") < limit))
+        rows = rows.where(cond.otherwise(F.lit(True)))
+    return rows
+
+
+def run(spark: SparkSession, inputs: Inputs) -> Summary:
+    """Build the tables of one dump with an existing session; returns the summary."""
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    sc = spark.sparkContext
+    conf = inputs.store.conf
+    ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
+    summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext)
+    summary.issues += inputs.store.issues
+    has_ext_dir = os.path.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
+    if has_ext_dir and not ext:
+        summary.issues.append("the dump has consumequeue_ext/ but enableConsumeQueueExt is off "
+                              f"({'in ' + inputs.broker_conf if inputs.broker_conf else 'no --broker-conf given'}):"
+                              f" no ext units or bitmaps are rebuilt")
+    reg = _registry(inputs)
+    summary.issues += reg.issues
+    summary.filters = len(reg.rows)
+    summary.failed_filters = reg.failed
+    summary.added_filters = [f"({s.group}, {s.topic})" for s in reg.added]
+    log.info("registry: %d SQL92 registrations (%d from the subscriptions file), %d did not compile",
+             len(reg.rows), len(reg.added), len(reg.failed))
+
+    files = inputs.store.commitlog.files
+    tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
+    summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
+    ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
+                      int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry))
+    log.info("decode: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
+             summary.bytes, "on" if inputs.check_crc else "off")
+    decoded = _decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")
+    plans = _plans(decoded)
+    records = _valid_records(decoded, plans)
+    redo = [p for p in plans.values() if p.fallback]
+    extra = None
+    if redo:
+        summary.fallbacks = [os.path.basename(p.account.path) for p in redo]
+        log.info("desync: %d files re-decoded as one range each: %s", len(redo), ", ".join(summary.fallbacks))
+        whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size) for p in redo]
+        extra = _decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files")
+        again = _plans(extra)
+        plans.update(again)
+        records = records.unionByName(_valid_records(extra, again))
+    fallback_bases = {p.account.file_base for p in redo}
+    file_rows = [dump_file_row(plans[f.base], inputs.store.root, f.base in fallback_bases) for f in files]
+    summary.records = sum(r["records"] for r in file_rows)
+    summary.damaged = [r for r in file_rows if r["damage_offset"] is not None]
+    log.info("decoded: %d records, %d damaged ranges", summary.records, len(summary.damaged))
+
+    dump_id = F.lit(inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: count queues")
+    units = records.where(F.col("in_queue")).select(*[F.col("store_size").alias("size") if c == "size"
+                                                      else F.col(c) for c in CQ_COLUMNS])
+    stats = units.agg(F.count(F.lit(1)).alias("units"), F.count("filter_bitmap").alias("bitmaps"),
+                      F.countDistinct("topic", "queue_id").alias("queues")).collect()[0]
+    summary.units, summary.bitmaps_written, summary.queues = stats.units, stats.bitmaps, stats.queues
+    log.info("dispatched: %d units in %d queues, %d bitmaps", summary.units, summary.queues, summary.bitmaps_written)
+
+    wh = inputs.warehouse
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dump_files")
+    files_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in file_rows], DUMP_FILES_DDL)
+    summary.tables["dump_files"] = replace_dump(files_df, wh, "dump_files", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consumer_filters")
+    filters_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in reg.rows], FILTERS_DDL)
+    summary.tables["consumer_filters"] = replace_dump(filters_df, wh, "consumer_filters", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consume_queue")
+    per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
+    cq_df = (units.withColumn("dump_id", dump_id).select("dump_id", *CQ_COLUMNS)
+             .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY).sortWithinPartitions(*QUEUE_KEY))
+    summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id)
+    log.info("wrote consume_queue: %d units", summary.units)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write messages")
+    msg_df = records.select(dump_id.alias("dump_id"), *MESSAGE_COLUMNS).sortWithinPartitions(*QUEUE_KEY)
+    summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id)
+    log.info("wrote messages: %d records", summary.records)
+    decoded.unpersist()
+    if extra is not None:
+        extra.unpersist()
+    sc.setJobDescription(None)
+    summary.seconds = time.monotonic() - t0
+    return summary
+
+
+def session(inputs: Inputs, master: str | None) -> SparkSession:
+    """The job's own SparkSession (jobs.spark's builder) with the defaults file's settings."""
+    from jobs.spark import build_session
+
+    spark = build_session(f"{PROG} {inputs.dump_id}", master=master or inputs.defaults.get("master"),
+                          conf={k: str(v) for k, v in (inputs.defaults.get("spark_conf") or {}).items()})
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
+    """Parse, validate, run, print the summary; bad input is one line on stderr and exit code 2."""
+    args = parser().parse_args(argv)
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s " + PROG + ": %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    try:
+        inputs = validate(args)
+        _registry(inputs)
+    except InputError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    own = spark is None
+    if own:
+        try:
+            spark = session(inputs, args.master)
+        except Exception as e:  # the session builder's own errors (no Delta jars, no Java) are one line too
+            print(f"{PROG}: error: cannot start Spark: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                  file=sys.stderr)
+            return 1
+    try:
+        summary = run(spark, inputs)
+    finally:
+        if own:
+            spark.stop()
+    for line in summary.lines():
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
