@@ -1,0 +1,202 @@
+"""Airflow 3 DAG: replay one RocketMQ store dump, job 1 (build_queues) then job 2 (simulate_pull), on Spark.
+
+Both tasks are SparkSubmitOperator (apache-airflow-providers-apache-spark) submissions of the job scripts with the
+`make dist` artifacts as dependencies. The knobs below are read when the DAG file is parsed; the dump, dump id,
+warehouse, broker.conf and subscriptions are run params (trigger-form fields), rendered into `application_args`.
+The rendered-field checks live in tests/test_airflow_dag.py (Airflow runs in its own virtualenv there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Param, Variable
+
+DAG_ID = "rocketmq_filter_replay"
+VARIABLE = "rmq_replay"  # one JSON Variable holds every knob (one lookup per parse)
+ENV_PREFIX = "RMQ_REPLAY_"
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+_REPO = Path(__file__).resolve().parent.parent
+
+# ----- knobs: env RMQ_REPLAY_<NAME>, else key <name> of the JSON Variable `rmq_replay`, else the default ------------
+_variable = Variable.get(VARIABLE, default=None, deserialize_json=True) or {}
+if not isinstance(_variable, dict):
+    raise ValueError(f"Airflow Variable {VARIABLE!r} must be a JSON object of knobs, got {type(_variable).__name__}")
+
+
+def knob(name: str, default: str) -> str:
+    """One knob's value: env RMQ_REPLAY_<NAME>, else `name` in the JSON Variable `rmq_replay`, else `default`."""
+    value = os.environ.get(ENV_PREFIX + name.upper())
+    if value is None:
+        value = _variable.get(name)
+    if value is None:
+        return default
+    return value if isinstance(value, str) else json.dumps(value)  # e.g. spark_conf given as a JSON object
+
+
+CONN_ID = knob("conn_id", "spark_default")
+SCHEDULE = knob("schedule", "@daily")
+START_DATE = knob("start_date", "2026-01-01")
+HOME = knob("home", str(_REPO))
+PY_FILES = knob("py_files", f"{HOME}/dist/rocketmq_filter_replay.zip")
+ARCHIVE = knob("archive", f"{HOME}/dist/pyspark_venv.tar.gz")
+PYSPARK_PYTHON = knob("pyspark_python", "./environment/bin/python")
+DRIVER_PYTHON = knob("driver_python", "")
+PACKAGES = knob("packages", DELTA_PACKAGE)
+SPARK_CONF: dict[str, Any] = json.loads(knob("spark_conf", "{}"))
+STORE = knob("store", "/data/rocketmq/dumps/{dump_id}")
+WAREHOUSE = knob("warehouse", "/data/rocketmq/warehouse")
+BROKER_CONF = knob("broker_conf", "")
+SUBSCRIPTIONS = knob("subscriptions", "")
+if not isinstance(SPARK_CONF, dict):
+    raise ValueError(f"knob spark_conf must be a JSON object of Spark settings, got {SPARK_CONF!r}")
+
+# ----- templates ----------------------------------------------------------------------------------------------------
+DUMP_ID = "{{ params.dump_id or ds_nodash }}"
+STORE_PATH = "{{ params.store | replace('{dump_id}', params.dump_id or ds_nodash) }}"
+# Optional flags are dropped from the rendered arguments when their value renders empty (the job's default applies).
+OPTIONAL_FLAGS = frozenset({"--broker-conf", "--subscriptions", "--from", "--queues"})
+
+
+def drop_unset_options(args: Sequence[str]) -> list[str]:
+    """Remove `FLAG ""` pairs of OPTIONAL_FLAGS from rendered application arguments."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in OPTIONAL_FLAGS and i + 1 < len(args) and str(args[i + 1]).strip() == "":
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
+class ReplaySubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator that leaves out an optional `--flag` whose value rendered empty."""
+
+    def render_template_fields(self, context, jinja_env=None) -> None:
+        super().render_template_fields(context, jinja_env)
+        if self.application_args:
+            self.application_args = drop_unset_options(self.application_args)
+
+
+def _common_args() -> list[str]:
+    return [
+        "--store", STORE_PATH,
+        "--warehouse", "{{ params.warehouse }}",
+        "--dump-id", DUMP_ID,
+        "--broker-conf", "{{ params.broker_conf or '' }}",
+        "--subscriptions", "{{ params.subscriptions or '' }}",
+    ]
+
+
+def _env_vars() -> dict[str, str]:
+    env = {"PYSPARK_PYTHON": PYSPARK_PYTHON}
+    if DRIVER_PYTHON:
+        env["PYSPARK_DRIVER_PYTHON"] = DRIVER_PYTHON
+    return env
+
+
+def _submit(task_id: str, script: str, extra_args: list[str]) -> ReplaySubmitOperator:
+    return ReplaySubmitOperator(
+        task_id=task_id,
+        conn_id=CONN_ID,
+        application=f"{HOME}/jobs/{script}",
+        application_args=_common_args() + extra_args,
+        name=f"rmq-replay-{task_id}-{DUMP_ID}",
+        py_files=PY_FILES,
+        archives=f"{ARCHIVE}#environment",
+        packages=PACKAGES,
+        conf={**DELTA_CONF, **SPARK_CONF},
+        env_vars=_env_vars(),
+    )
+
+
+DOC_MD = f"""
+### RocketMQ filter replay
+
+Replays one RocketMQ store dump: **build_queues** (job 1: decode the commitlog, rebuild the consume queues and
+bitmaps, write `messages`, `consume_queue`, `consumer_filters`, `dump_files`), then **simulate_pull** (job 2: the
+pull of every consumer group, `pull_decisions`, `delivered_messages`, `group_stats`). Both are `spark-submit`s
+through the Spark connection; re-running a dump replaces its rows. One run at a time (`max_active_runs=1`).
+
+**Run params** (trigger form or `conf`):
+
+| param | meaning | default |
+| --- | --- | --- |
+| `dump_id` | the dump's name in the tables | empty: the run's logical date, `{{{{ ds_nodash }}}}` |
+| `store` | the dump (a broker store root); `{{dump_id}}` is replaced by the dump id | knob `store` |
+| `warehouse` | directory or Hadoop URI of the Delta tables | knob `warehouse` |
+| `broker_conf` | the broker's `broker.conf` | knob `broker_conf`; empty: not passed (RocketMQ 5.3.3 defaults) |
+| `subscriptions` | subscriptions JSON file | knob `subscriptions`; empty: not passed |
+| `pull_from` | job 2 `--from`: `earliest` or `committed` | not passed (the job's default) |
+| `queues` | job 2 `--queues`: `dump` or `rebuilt` | not passed (the job's default) |
+
+A run without a logical date (an API trigger with `logical_date: null`) must set `dump_id`.
+
+**Knobs**, read when the file is parsed: environment variable `RMQ_REPLAY_<NAME>`, else key `<name>` of the JSON
+Airflow Variable `{VARIABLE}` (e.g. `{{"conn_id": "spark_yarn", "home": "/opt/replay"}}`, also settable as env
+`AIRFLOW_VAR_RMQ_REPLAY`), else the default.
+
+| knob | default | what |
+| --- | --- | --- |
+| `conn_id` | `spark_default` | the Spark connection (master, deploy mode, queue, spark-submit binary) |
+| `schedule` | `@daily` | the DAG's schedule (cron or preset) |
+| `start_date` | `2026-01-01` | first logical date (no catch-up) |
+| `home` | the checkout holding this file | where `jobs/` and `dist/` are on the submitting worker |
+| `py_files` | `<home>/dist/rocketmq_filter_replay.zip` | `--py-files` (from `make dist`) |
+| `archive` | `<home>/dist/pyspark_venv.tar.gz` | `--archives ...#environment` (from `make dist`) |
+| `pyspark_python` | `./environment/bin/python` | `PYSPARK_PYTHON` (the unpacked archive) |
+| `driver_python` | empty | `PYSPARK_DRIVER_PYTHON`: a Python with the project installed; client mode needs it |
+| `packages` | `{DELTA_PACKAGE}` | `--packages` (Delta Lake) |
+| `spark_conf` | `{{}}` | JSON object of extra `--conf` settings, added to the two Delta ones |
+| `store` | `/data/rocketmq/dumps/{{dump_id}}` | default of param `store` |
+| `warehouse` | `/data/rocketmq/warehouse` | default of param `warehouse` |
+| `broker_conf`, `subscriptions` | empty | defaults of those params |
+
+In client mode the driver runs on the Airflow worker, where the archive is not unpacked: set `driver_python`.
+Environment variables in spark-submit's environment (`PYSPARK_PYTHON`, `PYSPARK_DRIVER_PYTHON`) go to
+`spark.yarn.appMasterEnv.*` on YARN and `spark.kubernetes.driverEnv.*` on Kubernetes (the provider does this).
+"""
+
+with DAG(
+    dag_id=DAG_ID,
+    description="Replay a RocketMQ store dump: build_queues then simulate_pull (Spark, Delta)",
+    schedule=SCHEDULE,
+    start_date=pendulum.parse(START_DATE, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=DOC_MD,
+    tags=["rocketmq", "spark", "delta"],
+    params={
+        "dump_id": Param("", type="string", pattern=r"^[A-Za-z0-9._:@+\-]*$",
+                         description="name of the dump in the tables; empty: the logical date (ds_nodash)"),
+        "store": Param(STORE, type="string", minLength=1,
+                       description="the store dump directory or URI; {dump_id} is replaced by the dump id"),
+        "warehouse": Param(WAREHOUSE, type="string", minLength=1, description="the Delta warehouse directory"),
+        "broker_conf": Param(BROKER_CONF, type=["null", "string"],
+                             description="broker.conf file; empty: RocketMQ 5.3.3 defaults"),
+        "subscriptions": Param(SUBSCRIPTIONS, type=["null", "string"],
+                               description="subscriptions JSON file; empty: none"),
+        "pull_from": Param(None, type=["null", "string"], enum=[None, "", "earliest", "committed"],
+                           description="job 2 --from; empty: the job's default"),
+        "queues": Param(None, type=["null", "string"], enum=[None, "", "dump", "rebuilt"],
+                        description="job 2 --queues; empty: the job's default"),
+    },
+) as dag:
+    build_queues = _submit("build_queues", "build_queues.py", [])
+    simulate_pull = _submit("simulate_pull", "simulate_pull.py", [
+        "--from", "{{ params.pull_from or '' }}",
+        "--queues", "{{ params.queues or '' }}",
+    ])
+    build_queues >> simulate_pull
