@@ -7,6 +7,7 @@ refharness cache (keyed by the scenario's hash) answers repeated runs without re
 from __future__ import annotations
 
 import base64
+import json
 import random
 
 TOPIC = "TopicTest"
@@ -299,3 +300,149 @@ def large_body_scenario(seed: int) -> dict:
             "store": {"mappedFileSizeCommitLog": 8 * 1_048_576},
             "topics": [{"name": "BigBodies", "readQueueNums": 2, "writeQueueNums": 2}],
             "events": events}
+
+
+DEMO_BORN_BASE = 1_795_510_800_000    # 2026-11-24T09:00:00Z: the demo's producers' clock (bornTimestamp)
+DEMO_ORDERS = "TradeOrder"
+DEMO_PAYMENTS = "PaymentEvents"
+# Bloom bits (f = 30, n = 32: m = 88, k = 2) of group#TradeOrder: big-orders-eu {9, 82}, vip-orders {39, 82},
+# billing-paid {35, 39}, apac-fulfilment {9, 83}. So vip-orders is covered by big-orders-eu + billing-paid, and
+# big-orders-eu by vip-orders + apac-fulfilment: real bloom false positives.
+DEMO_SQL_GROUPS = {
+    "billing-paid": "TAGS = 'OrderPaid'",
+    "vip-orders": "level >= 4",
+    "big-orders-eu": "region = 'eu' AND amount > 500",
+    "apac-fulfilment": "region = 'apac' AND TAGS IN ('OrderPaid', 'OrderShipped')",
+}
+DEMO_FRAUD = "amount > 1000 AND currency <> 'EUR'"
+DEMO_POSTED = "amount BETWEEN 100 AND 1000"
+
+
+def demo_scenario(seed: int = 2026, n_orders: int = 720, n_payments: int = 240) -> dict:
+    """The bundled `make demo` dump (demo/scenario.json is this function's output): an order topic (4 queues) and
+    a payment topic (2 queues) written by a real broker with ConsumeQueueExt and CalcBitMap on and a small bloom
+    filter, so the replayed pull shows every outcome. Realistic properties (region, level, amount — some decimal,
+    which a long comparison rejects —, orderId, currency), JSON bodies (the few over 4 KiB compressed with zlib,
+    LZ4 or zstd, each producer its own codec, as a client does), delayed order timeout checks, committed,
+    rolled-back and pending transactions, consumer retries.
+
+    Groups: order-tag-consumer (TAG with the Java hash collision Aa/BB), zero-hash-tag (tag `f5a5a608`, whose
+    String.hashCode is 0, the code of a message without tag), refund-tracker (TAG), four SQL92 groups registered on
+    TradeOrder (two from the start, two after a quarter of the orders: their earlier orders are not "in live" and go
+    to the commit log layer), fraud-screening (SQL92 on PaymentEvents), order-audit (posted SQL92: no bloom data),
+    and order-tag-consumer's retry topic. Every bornTimestamp is explicit; store times come from the clock."""
+    rng = random.Random(seed)
+    regions = ["eu", "eu", "eu", "us", "us", "apac", "apac", None]
+    order_tags = (["OrderCreated"] * 5 + ["OrderPaid"] * 6 + ["OrderShipped"] * 4 + ["OrderCancelled"] * 2
+                  + ["Aa", "BB", None])
+    producers = [(f"10.12.{rng.randrange(1, 60)}.{rng.randrange(2, 250)}", rng.randrange(1, 0xFFFF),
+                  rng.randrange(1 << 31)) for _ in range(6)]
+    # Each producer's compressor for bodies over 4 KiB (the client's compressMsgBodyOverHowmuch).
+    codecs = [{"type": "zlib", "level": 5}, {"type": "lz4"}, {"type": "zlib", "level": 5},
+              {"type": "zstd", "level": 3}, {"type": "zlib", "level": 5}, {"type": "lz4"}]
+    counters = [rng.randrange(1000) for _ in producers]
+    born = DEMO_BORN_BASE
+    events: list[dict] = []
+
+    def register(group: str, topic: str, expression: str) -> dict:
+        return {"kind": "register", "group": group, "topic": topic, "type": "SQL92", "expression": expression,
+                "clientVersion": 1}
+
+    def amount() -> str | None:
+        r = rng.random()
+        if r < 0.05:
+            return None
+        if r < 0.2:
+            return f"{rng.randrange(5, 3000)}.{rng.randrange(100):02d}"     # decimal: `amount > 500` throws
+        return str(int(rng.lognormvariate(5.5, 1.1)) + 1)
+
+    def body(order_id: str, lines: int) -> str:
+        items = [{"sku": f"SKU-{rng.randrange(10000):05d}", "qty": rng.randint(1, 5),
+                  "price": f"{rng.randrange(1, 400)}.{rng.randrange(100):02d}"} for _ in range(lines)]
+        return json.dumps({"orderId": order_id, "customer": f"C{rng.randrange(100000):06d}", "items": items},
+                          separators=(",", ":"))
+
+    def message(i: int, topic: str, queues: int, tag: str | None, props: dict, order_id: str) -> dict:
+        nonlocal born
+        born += rng.randint(20, 900)
+        p = rng.randrange(len(producers))
+        ip, pid, loader = producers[p]
+        counters[p] += 1
+        uniq = (bytes(int(x) for x in ip.split(".")).hex().upper() + f"{pid:04X}{loader:08X}"
+                + f"{(born - DEMO_BORN_BASE + 3_600_000) & 0xFFFFFFFF:08X}{counters[p] & 0xFFFF:04X}")
+        big = rng.random() < 0.035
+        m = {"kind": "message", "id": f"{'o' if topic == DEMO_ORDERS else 'p'}{i}", "topic": topic,
+             "queueId": rng.randrange(queues), "bornTimestamp": born, "bornHost": f"{ip}:{rng.randint(32768, 60999)}",
+             "uniqKey": uniq, "keys": order_id, "props": {k: v for k, v in props.items() if v is not None},
+             "body": body(order_id, rng.randint(90, 160) if big else rng.randint(1, 4))}
+        if tag is not None:
+            m["tags"] = tag
+        if len(m["body"].encode()) > 4096:
+            m["compress"] = codecs[p]
+        return m
+
+    events += [register("billing-paid", DEMO_ORDERS, DEMO_SQL_GROUPS["billing-paid"]),
+               register("vip-orders", DEMO_ORDERS, DEMO_SQL_GROUPS["vip-orders"]),
+               register("fraud-screening", DEMO_PAYMENTS, DEMO_FRAUD)]
+    pending_tx: list[str] = []
+    tx_plan = iter(["commit", "rollback", "commit", "commit", "rollback", None])   # None: left pending
+    n_payment = 0
+    for i in range(n_orders):
+        if i == n_orders // 4:
+            events += [register("big-orders-eu", DEMO_ORDERS, DEMO_SQL_GROUPS["big-orders-eu"]),
+                       register("apac-fulfilment", DEMO_ORDERS, DEMO_SQL_GROUPS["apac-fulfilment"])]
+        order_id = f"ORD-{20261124000000 + 17 * i + rng.randrange(17)}"
+        props = {"region": rng.choice(regions), "level": rng.choice(["1", "1", "2", "2", "3", "4", "5", None]),
+                 "amount": amount(), "orderId": order_id}
+        m = message(i, DEMO_ORDERS, 4, rng.choice(order_tags), props, order_id)
+        if i % 97 == 40:
+            m["tx"] = "prepared"
+            m["tags"] = "OrderCreated"
+            pending_tx.append(m["id"])
+        elif i % 89 == 30:
+            m["tags"] = "OrderTimeoutCheck"
+            m["delayLevel"] = rng.choice([4, 16])          # 30 s, 30 min: SCHEDULE_TOPIC_XXXX
+        elif i % 131 == 70:
+            m["retry"] = {"group": "order-tag-consumer", "originalTopic": DEMO_ORDERS}
+            m["reconsumeTimes"] = rng.randint(1, 3)
+            m["tags"] = "OrderPaid"
+        events.append(m)
+        if pending_tx and i % 97 == 52:
+            kind = next(tx_plan, None)
+            ref = pending_tx.pop(0)
+            if kind is not None:
+                events.append({"kind": kind, "ref": ref})
+        while n_payment < n_payments * (i + 1) // n_orders:
+            pay_id = f"ORD-{20261124000000 + 17 * rng.randrange(i + 1)}"
+            tag = rng.choice(["PaySucceeded"] * 6 + ["PayFailed", "Refunded"])
+            props = {"orderId": pay_id, "amount": amount(), "currency": rng.choice(["EUR", "EUR", "USD", "SGD"]),
+                     "region": rng.choice(regions)}
+            events.append(message(n_payment, DEMO_PAYMENTS, 2, tag, props, pay_id))
+            n_payment += 1
+    subscriptions = [
+        {"group": "order-tag-consumer", "topic": DEMO_ORDERS, "type": "TAG",
+         "expression": "OrderPaid || OrderShipped || Aa"},
+        {"group": "order-tag-consumer", "topic": "%RETRY%order-tag-consumer", "type": "TAG", "expression": "*"},
+        {"group": "zero-hash-tag", "topic": DEMO_ORDERS, "type": "TAG", "expression": "f5a5a608"},
+        *({"group": g, "topic": DEMO_ORDERS, "type": "SQL92", "expression": e} for g, e in DEMO_SQL_GROUPS.items()),
+        {"group": "order-audit", "topic": DEMO_ORDERS, "type": "SQL92", "expression": DEMO_POSTED, "path": "posted"},
+        {"group": "refund-tracker", "topic": DEMO_PAYMENTS, "type": "TAG", "expression": "Refunded || PayFailed"},
+        {"group": "fraud-screening", "topic": DEMO_PAYMENTS, "type": "SQL92", "expression": DEMO_FRAUD},
+    ]
+    return {
+        "broker": {"brokerName": "broker-a", "brokerIP": "10.0.1.15", "enableConsumeQueueExt": True,
+                   "enableCalcFilterBitMap": True, "enablePropertyFilter": True, "expectConsumerNumUseFilter": 32,
+                   "maxErrorRateOfBloomFilter": 30, "filterSupportRetry": False},
+        "store": {"mappedFileSizeCommitLog": 131072, "mappedFileSizeConsumeQueue": 2000,
+                  "mappedFileSizeConsumeQueueExt": 4096},
+        "transactionMode": "broker5",
+        "topics": [{"name": DEMO_ORDERS, "readQueueNums": 4, "writeQueueNums": 4},
+                   {"name": DEMO_PAYMENTS, "readQueueNums": 2, "writeQueueNums": 2}],
+        "groups": sorted({s["group"] for s in subscriptions}),
+        "events": events,
+        "subscriptions": subscriptions,
+        "offsets": [*({"topic": DEMO_ORDERS, "group": "order-tag-consumer", "queueId": q, "offset": 60 + 7 * q}
+                      for q in range(4)),
+                    {"topic": DEMO_PAYMENTS, "group": "refund-tracker", "queueId": 0, "offset": 100},
+                    {"topic": DEMO_PAYMENTS, "group": "refund-tracker", "queueId": 1, "offset": 90}],
+    }
