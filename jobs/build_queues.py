@@ -3,11 +3,13 @@
     python -m jobs.build_queues --store DIR --warehouse DIR [--dump-id ID] [--broker-conf FILE]
                                 [--subscriptions FILE]
 
-Spark distributes byte ranges of the commitlog files; each task decodes its range and dispatches the records
-(`filterlib.dispatch`) in the same pass, and sends back only its split report. The driver merges the reports per
-file (valid end, damage), drops rows past a file's valid end, re-decodes whole any file whose splits lost sync,
-and writes messages, consume_queue, consumer_filters and dump_files under the warehouse, replacing that dump's
-rows in one commit per table. Tables: docs/build_queues.md.
+Spark distributes byte ranges of the commitlog files and decodes them twice. The first pass skips bodies: each
+task decodes its range and dispatches the records (`filterlib.dispatch`), emitting only consume-queue units (kept
+by Spark: they are small) and its split report, the one thing the driver collects. The driver merges the reports
+per file (valid end, damage), drops units past a file's valid end and re-decodes whole any file whose splits lost
+sync. The second pass decodes the same ranges with bodies straight into the messages table, each task dropping
+the rows at or past its file's valid end, so no body is ever cached. Every table (messages, consume_queue,
+consumer_filters, dump_files) replaces that dump's rows in one commit per table. Tables: docs/build_queues.md.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filterlib.dispatch import registry_spec
+from filterlib.dispatch import CQ_SCHEMA, registry_spec
 from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
 from filterlib.dumpregistry import RegistryLoad, load_registry
 from filterlib.errors import StoreFormatError
@@ -32,12 +34,13 @@ from filterlib.store.scan import iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
 from jobs.decode_tasks import (
-    MESSAGE_COLUMNS,
-    OUT_SCHEMA,
+    MESSAGES_SCHEMA,
     TASK_DDL,
+    UNITS_SCHEMA,
     TaskContext,
-    decode_ranges,
+    messages,
     parse_report,
+    queue_units,
     spark_ddl,
 )
 from jobs.delta_io import check_dump_id, replace_dump
@@ -50,8 +53,7 @@ DEFAULTS = ROOT / "conf" / "build_queues.json"
 PROG = "build_queues"
 log = logging.getLogger(PROG)
 
-CQ_COLUMNS = ["topic", "queue_id", "queue_offset", "commit_log_offset", "size", "tags_code", "msg_store_time",
-              "filter_bitmap"]
+CQ_COLUMNS = CQ_SCHEMA.names
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
 DUMP_FILES_DDL = ("dump_id string, path string, kind string, file_base long, size long, records long, "
                   "decoded_bytes long, blank_bytes long, zero_tail_bytes long, damaged_bytes long, valid_end long, "
@@ -163,7 +165,8 @@ def parser() -> argparse.ArgumentParser:
                      help="skip the body CRC check (faster; damage inside a body is then not detected)")
     p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
                    help=f"job defaults (JSON: split_bytes, batch_rows, check_crc, units_per_partition, master, "
-                        f"spark_conf); default {DEFAULTS.relative_to(ROOT)}")
+                        f"spark_conf for a session the job starts itself, parquet_conf set on the session for the "
+                        f"Parquet writers); default {DEFAULTS.relative_to(ROOT)}")
     p.add_argument("--master", metavar="URL",
                    help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
     return p
@@ -231,6 +234,7 @@ def validate(args: argparse.Namespace) -> Inputs:
                   bool(check))
 
 
+
 def _registry(inputs: Inputs) -> RegistryLoad:
     conf = inputs.store.conf
     try:
@@ -241,12 +245,13 @@ def _registry(inputs: Inputs) -> RegistryLoad:
                          f"expectConsumerNumUseFilter={conf.expectConsumerNumUseFilter}: {e}") from None
 
 
-def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
+def _units(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
+    """Decode and dispatch the ranges; the units (and split reports) are persisted: they are small."""
     from pyspark import StorageLevel
 
     sc = spark.sparkContext
     rdd = sc.parallelize(tasks, max(1, len(tasks)))
-    df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(decode_ranges(ctx), spark_ddl(OUT_SCHEMA))
+    df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(queue_units(ctx), spark_ddl(UNITS_SCHEMA))
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobDescription(description)
     return df
@@ -260,8 +265,8 @@ def _plans(df: DataFrame) -> dict[int, FilePlan]:
     return {base: plan_file(rs) for base, rs in reports.items()}
 
 
-def _valid_records(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
-    """The decoded records a file keeps: rows past a file's valid end and files re-decoded whole are dropped."""
+def _valid_units(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
+    """The units a file keeps: rows past a file's valid end and files to re-decode whole are dropped."""
     from pyspark.sql import functions as F
 
     rows = df.where(F.col("report").isNull())
@@ -278,12 +283,21 @@ def _valid_records(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
     return rows
 
 
+def _rows_written(spark: SparkSession, path: str) -> int | None:
+    """numOutputRows of a Delta table's latest commit (None if the commit does not say)."""
+    (metrics,) = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("operationMetrics").first()
+    value = (metrics or {}).get("numOutputRows")
+    return None if value is None else int(value)
+
+
 def run(spark: SparkSession, inputs: Inputs) -> Summary:
     """Build the tables of one dump with an existing session; returns the summary."""
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
     sc = spark.sparkContext
+    for key, value in (inputs.defaults.get("parquet_conf") or {}).items():
+        spark.conf.set(key, str(value))  # session SQL settings reach the Parquet writers' Hadoop conf
     conf = inputs.store.conf
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
     summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext)
@@ -302,25 +316,29 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
              len(reg.rows), len(reg.added), len(reg.failed))
 
     files = inputs.store.commitlog.files
-    tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
+    tasks = [(f.path, f.base, f.size, s, e, None) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
     ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
                       int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry))
-    log.info("decode: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
+    log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
-    decoded = _decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")
-    plans = _plans(decoded)
-    records = _valid_records(decoded, plans)
+    decoded = [_units(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
+    plans = _plans(decoded[0])
+    units = _valid_units(decoded[0], plans)
     redo = [p for p in plans.values() if p.fallback]
-    extra = None
+    whole: list[tuple] = []
     if redo:
         summary.fallbacks = [os.path.basename(p.account.path) for p in redo]
         log.info("desync: %d files re-decoded as one range each: %s", len(redo), ", ".join(summary.fallbacks))
-        whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size) for p in redo]
-        extra = _decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files")
-        again = _plans(extra)
+        whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size, None)
+                 for p in redo]
+        decoded.append(_units(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
+        again = _plans(decoded[-1])
+        stuck = [os.path.basename(p.account.path) for p in again.values() if p.fallback]
+        if stuck:  # one range from offset 0 follows the record chain itself: it cannot lose sync
+            raise RuntimeError(f"whole-file decode of {', '.join(stuck)} is inconsistent with its own report")
         plans.update(again)
-        records = records.unionByName(_valid_records(extra, again))
+        units = units.unionByName(_valid_units(decoded[-1], again))
     fallback_bases = {p.account.file_base for p in redo}
     file_rows = [dump_file_row(plans[f.base], inputs.store.root, f.base in fallback_bases) for f in files]
     summary.records = sum(r["records"] for r in file_rows)
@@ -329,8 +347,6 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 
     dump_id = F.lit(inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: count queues")
-    units = records.where(F.col("in_queue")).select(*[F.col("store_size").alias("size") if c == "size"
-                                                      else F.col(c) for c in CQ_COLUMNS])
     stats = units.agg(F.count(F.lit(1)).alias("units"), F.count("filter_bitmap").alias("bitmaps"),
                       F.countDistinct("topic", "queue_id").alias("queues")).collect()[0]
     summary.units, summary.bitmaps_written, summary.queues = stats.units, stats.bitmaps, stats.queues
@@ -349,13 +365,23 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
              .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY).sortWithinPartitions(*QUEUE_KEY))
     summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id)
     log.info("wrote consume_queue: %d units", summary.units)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write messages")
-    msg_df = records.select(dump_id.alias("dump_id"), *MESSAGE_COLUMNS).sortWithinPartitions(*QUEUE_KEY)
+    for df in decoded:
+        df.unpersist()
+
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: decode {len(tasks)} ranges and write messages")
+    # The same ranges as the first pass, each dropping rows at/after its file's valid end; a file that fell back
+    # is read as the one range of its whole-file decode, under that decode's plan (plans holds it by now).
+    msg_tasks = [t[:5] + (plans[t[1]].keep_below,) for t in tasks if t[1] not in fallback_bases]
+    msg_tasks += [w[:5] + (plans[w[1]].keep_below,) for w in whole]
+    msg_df = (spark.createDataFrame(sc.parallelize(msg_tasks, max(1, len(msg_tasks))), TASK_DDL)
+              .mapInArrow(messages(ctx), spark_ddl(MESSAGES_SCHEMA))
+              .select(dump_id.alias("dump_id"), *MESSAGES_SCHEMA.names))
     summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id)
-    log.info("wrote messages: %d records", summary.records)
-    decoded.unpersist()
-    if extra is not None:
-        extra.unpersist()
+    written = _rows_written(spark, summary.tables["messages"])
+    if written != summary.records:
+        summary.issues.append(f"the messages pass wrote {written} rows where the first pass counted "
+                              f"{summary.records} records (did the store change during the run?)")
+    log.info("wrote messages: %d records", written)
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary
