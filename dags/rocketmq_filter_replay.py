@@ -101,7 +101,7 @@ def _common_args() -> list[str]:
 
 
 def _env_vars() -> dict[str, str]:
-    env = {"PYSPARK_PYTHON": PYSPARK_PYTHON}
+    env = {"PYSPARK_PYTHON": PYSPARK_PYTHON} if PYSPARK_PYTHON else {}
     if DRIVER_PYTHON:
         env["PYSPARK_DRIVER_PYTHON"] = DRIVER_PYTHON
     return env
@@ -114,9 +114,9 @@ def _submit(task_id: str, script: str, extra_args: list[str]) -> ReplaySubmitOpe
         application=f"{HOME}/jobs/{script}",
         application_args=_common_args() + extra_args,
         name=f"rmq-replay-{task_id}-{DUMP_ID}",
-        py_files=PY_FILES,
-        archives=f"{ARCHIVE}#environment",
-        packages=PACKAGES,
+        py_files=PY_FILES or None,
+        archives=f"{ARCHIVE}#environment" if ARCHIVE else None,
+        packages=PACKAGES or None,
         conf={**DELTA_CONF, **SPARK_CONF},
         env_vars=_env_vars(),
     )
@@ -165,6 +165,8 @@ Airflow Variable `{VARIABLE}` (e.g. `{{"conn_id": "spark_yarn", "home": "/opt/re
 | `broker_conf`, `subscriptions` | empty | defaults of those params |
 
 In client mode the driver runs on the Airflow worker, where the archive is not unpacked: set `driver_python`.
+An empty `py_files`, `archive`, `pyspark_python` or `packages` leaves that option out (a cluster that has the
+project, its Python or Delta installed already).
 Environment variables in spark-submit's environment (`PYSPARK_PYTHON`, `PYSPARK_DRIVER_PYTHON`) go to
 `spark.yarn.appMasterEnv.*` on YARN and `spark.kubernetes.driverEnv.*` on Kubernetes (the provider does this).
 """

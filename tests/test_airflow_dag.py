@@ -264,6 +264,17 @@ def test_knobs_from_env_and_the_airflow_variable(airflow_python, tmp_path):
                             "--dump-id", "20260304"]
 
 
+def test_empty_knobs_leave_their_options_out(airflow_python, tmp_path):
+    """A cluster with the project, its Python and Delta installed: no --py-files, --archives, --packages."""
+    out = _check(airflow_python, tmp_path, {f"RMQ_REPLAY_{k}": "" for k in
+                                            ("PY_FILES", "ARCHIVE", "PACKAGES", "PYSPARK_PYTHON")})
+    task = out["dags"][DAG_ID]["tasks"]["build_queues"]
+    assert (task["py_files"], task["archives"], task["packages"], task["env_vars"]) == (None, None, None, {})
+    options = _submit_options(out["dags"][DAG_ID]["renders"]["defaults"]["build_queues"]["command"])
+    assert not {"--py-files", "--archives", "--packages"} & set(options)
+    assert options[-2:] == ["--name", "rmq-replay-build_queues-20260304"]
+
+
 def test_the_dag_file_never_imports_the_project():
     """The DAG runs where Airflow runs: it must not import filterlib or jobs (nor pyspark)."""
     source = DAG_FILE.read_text()
