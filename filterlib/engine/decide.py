@@ -62,7 +62,8 @@ class Units:
 class Decisions:
     """Per unit: outcome, layer and branch (indices into OUTCOMES / LAYERS / REASONS), the SQL92 state where the
     commit-log layer evaluated one (-1 elsewhere; results.FALSE / TRUE / NULL / ERROR), the error text of each
-    ERROR row, and the bloom false-positive flag."""
+    ERROR row, and the bloom false-positive flag; `cq_reason` is the consume-queue layer's branch even where a
+    later layer decided."""
 
     outcome: np.ndarray
     layer: np.ndarray
@@ -70,6 +71,13 @@ class Decisions:
     sql_state: np.ndarray
     sql_errors: dict[int, str]
     bloom_false_positive: np.ndarray
+    cq_reason: np.ndarray | None = None
+
+    def bloom_tested(self) -> np.ndarray:
+        """Per unit: did the consume-queue layer test the ext bitmap (a bloom hit or miss)?"""
+        if self.cq_reason is None:
+            return np.zeros(len(self.outcome), dtype=bool)
+        return (self.cq_reason == _R["bloom_hit"]) | (self.cq_reason == _R["bloom_miss"])
 
     def detail(self, i: int) -> str | None:
         """`decide`'s detail: the SQL value (or "JavaClass: message") where the commit-log layer decided."""
@@ -219,12 +227,13 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
     sql_state = np.full(n, -1, dtype=np.int8)
     bloom_fp = np.zeros(n, dtype=bool)
     cq_ok, reason = consume_queue_layer(f, u)
+    cq_reason = reason.copy()
     outcome[~cq_ok] = np.where(reason[~cq_ok] == _R["bloom_miss"], np.int8(_O[mf.BLOOM_MISS]),
                                np.int8(_O[mf.TAG_HASH_MISS]))
     rows = np.flatnonzero(cq_ok)
     errors: dict[int, str] = {}
     if len(rows) == 0:
-        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp)
+        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
     cl = commit_log_layer(f, u, rows, engine_cache)
     bloom_hit = reason[rows] == _R["bloom_hit"]
     layer[rows] = _L[mf.COMMIT_LOG]
@@ -238,7 +247,7 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
     passed = rows[cl.matched]
     sub = f.subscription
     if sub is None or len(passed) == 0:
-        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp)
+        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
     tags = u.tags if len(passed) == n else u.tags.take(pa.array(passed))
     keep = client_check(tags, sub)
     layer[passed] = _L[mf.CLIENT]
@@ -249,4 +258,4 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
         reason[passed] = np.where(missing, np.int8(_R["client_no_tags"]),
                                   np.where(keep, np.int8(_R["client_tag_match"]), np.int8(_R["client_tag_mismatch"])))
     outcome[passed[~keep]] = _O[mf.TAG_CLIENT_MISMATCH]
-    return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp)
+    return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
