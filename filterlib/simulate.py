@@ -1,0 +1,257 @@
+"""Job 2's core, pure data: which subscriptions pull, with what answer and filter, and one consume queue's pull
+replayed for every subscription of its topic at once (`engine.decide` for the verdicts, `pull` for the paging).
+
+The Spark job ships `plans` and the registry as plain data, gathers one queue's units (with their messages'
+properties and tags) per task, and calls `simulate_queue`; the tables it writes are these functions' columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filterlib import message_filter as mf
+from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units, decide_units
+from filterlib.pull import STATUS_NAMES, PullConfig, replay_pulls
+from filterlib.registry import ConsumerFilterManager
+from filterlib.subscriptions import POSTED, REGISTERED, Subscription
+from filterlib.tags import SQL92_TYPE
+
+FROM_FILE = "subscriptions"
+FROM_REGISTRY = "consumerFilter.json"
+EARLIEST = "earliest"
+COMMITTED = "committed"
+
+UNITS_SCHEMA = pa.schema([
+    ("queue_offset", pa.int64()),
+    ("commit_log_offset", pa.int64()),
+    ("size", pa.int32()),
+    ("tags_code", pa.int64()),
+    ("tags_code_legal", pa.bool_()),
+    ("has_ext", pa.bool_()),
+    ("ext_store_time", pa.int64()),
+    ("filter_bitmap", pa.binary()),
+    ("properties", pa.map_(pa.string(), pa.string())),
+    ("tags", pa.string()),
+])
+"""One queue's units as `simulate_queue` takes them: the consume-queue side as the broker's iterator resolves it
+(tags_code_legal False: the broker's null tagsCode; has_ext False: no ext unit; filter_bitmap null: none), and the
+message's properties and tags (null where the commit log holds no such message)."""
+
+DECISIONS_SCHEMA = pa.schema([
+    ("plan", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("commit_log_offset", pa.int64()),
+    ("size", pa.int32()),
+    ("tags_code", pa.int64()),
+    ("outcome", pa.string()),
+    ("layer", pa.string()),
+    ("reason", pa.string()),
+    ("cq_reason", pa.string()),
+    ("detail", pa.string()),
+    ("bloom_false_positive", pa.bool_()),
+    ("bloom_tested", pa.bool_()),
+    ("filter_bitmap", pa.binary()),
+    ("pull_index", pa.int32()),
+])
+"""Per (plan, scanned unit): the outcome, the layer and branch that decided, the consume-queue branch, the detail
+(SQL value, or "JavaClass: message" of an evaluation error), the bloom flags, the bitmap the bloom layer read, and
+the index of the pull that filtered the unit."""
+
+PULLS_SCHEMA = pa.schema([
+    ("plan", pa.int32()),
+    ("pull_index", pa.int32()),
+    ("request_offset", pa.int64()),
+    ("status", pa.string()),
+    ("next_begin_offset", pa.int64()),
+    ("message_count", pa.int32()),
+    ("filter_message_count", pa.int32()),
+])
+"""Per (plan, pull): getMessage's request offset, status, next begin offset, messages returned, and messages the
+commit-log layer dropped."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One subscription as the job pulls it: where it came from, the broker's pre-read answer, the start rule."""
+
+    index: int
+    group: str
+    topic: str
+    type: str
+    expression: str
+    path: str
+    sub_version: int | None
+    batch_size: int
+    source: str
+    answer: str
+    remark: str | None
+    cause: str | None
+    filter_class: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the broker reads the store for it."""
+        return self.answer == mf.OK
+
+    def subscription(self) -> Subscription:
+        """The subscription it was planned from."""
+        return Subscription(self.group, self.topic, self.type, self.expression, self.path, self.sub_version,
+                            self.batch_size)
+
+    def to_json(self) -> dict:
+        """Plain data, for shipping to executors."""
+        return asdict(self)
+
+
+def dump_subscriptions(file_subs: Sequence[Subscription], registry: ConsumerFilterManager
+                       ) -> list[tuple[Subscription, str]]:
+    """The subscriptions to pull with their source: the file's, in file order (a (group, topic) named twice is
+    replayed twice: members of one group that subscribe differently), then a registered SQL92 subscription (client
+    version as sub_version) for every registry record whose (group, topic) the file does not name."""
+    named = {(s.group, s.topic) for s in file_subs}
+    out: list[tuple[Subscription, str]] = [(s, FROM_FILE) for s in file_subs]
+    for d in sorted(registry.records(), key=lambda d: (d.topic or "", d.consumer_group or "")):
+        if d.topic is None or d.consumer_group is None or (d.consumer_group, d.topic) in named:
+            continue
+        out.append((Subscription(d.consumer_group, d.topic, d.expression_type or SQL92_TYPE, d.expression or "",
+                                 REGISTERED, None), FROM_REGISTRY))
+    return out
+
+
+def answer(registry: ConsumerFilterManager, s: Subscription, enable_property_filter: bool,
+           now: int | None = None) -> mf.PullAnswer:
+    """PullMessageProcessor's checks for one subscription (`message_filter.pull_answer`)."""
+    return mf.pull_answer(registry, s.topic, s.group, s.expression, s.type, s.sub_version, posted=s.path == POSTED,
+                          enable_property_filter=enable_property_filter, now=now)
+
+
+def plan_all(subs: Iterable[tuple[Subscription, str]], registry: ConsumerFilterManager, enable_property_filter: bool,
+             filter_support_retry: bool, now: int | None = None) -> list[Plan]:
+    """Every subscription's plan, numbered in order."""
+    plans = []
+    for i, (s, source) in enumerate(subs):
+        a = answer(registry, s, enable_property_filter, now)
+        cls = None
+        if a.ok:
+            cls = "ExpressionForRetryMessageFilter" if filter_support_retry else "ExpressionMessageFilter"
+        plans.append(Plan(i, s.group, s.topic, s.type, s.expression, s.path, s.sub_version, s.batch_size, source,
+                          a.answer, a.remark, a.cause, cls))
+    return plans
+
+
+def build_filter(plan: Plan, registry: ConsumerFilterManager, enable_property_filter: bool,
+                 filter_support_retry: bool, now: int | None = None) -> mf.ExpressionMessageFilter:
+    """The filter the broker pulls an OK plan with."""
+    a = answer(registry, plan.subscription(), enable_property_filter, now)
+    if not a.ok:
+        raise ValueError(f"({plan.group}, {plan.topic}) is answered {a.answer}: it does not pull")
+    return mf.make_filter(a.subscription, a.filter_data, registry, filter_support_retry=filter_support_retry)
+
+
+def committed_offsets(consumer_offset: dict | None) -> dict[tuple[str, str, int], int]:
+    """{(group, topic, queue id): offset} from consumerOffset.json's offsetTable ("topic@group" → {qid: offset})."""
+    out: dict[tuple[str, str, int], int] = {}
+    table = (consumer_offset or {}).get("offsetTable") or {}
+    for key, queues in table.items():
+        topic, sep, group = str(key).rpartition("@")
+        if not sep:
+            continue
+        for qid, offset in (queues or {}).items():
+            out[(group, topic, int(qid))] = int(offset)
+    return out
+
+
+def units_from_table(table: pa.Table) -> Units:
+    """`Units` for the engine from a UNITS_SCHEMA table (bitmaps unpacked to an (n, width) byte matrix)."""
+    n = table.num_rows
+    bm = table.column("filter_bitmap").combine_chunks() if n else pa.array([], pa.binary())
+    lengths = pc.fill_null(pc.binary_length(bm), -1).to_numpy(zero_copy_only=False).astype(np.int64) if n else \
+        np.zeros(0, np.int64)
+    width = int(lengths.max()) if n and lengths.max() > 0 else 0
+    bitmaps = np.zeros((n, width), dtype=np.uint8)
+    if width:
+        rows = np.flatnonzero(lengths > 0)
+        bm = bm.cast(pa.large_binary())
+        offsets = np.frombuffer(bm.buffers()[1], dtype=np.int64)[bm.offset: bm.offset + n + 1]
+        data = np.frombuffer(bm.buffers()[2], dtype=np.uint8)
+        cols = np.arange(width)
+        idx = offsets[rows][:, None] + cols[None, :]
+        valid = cols[None, :] < lengths[rows][:, None]
+        bitmaps[rows] = np.where(valid, data[np.minimum(idx, len(data) - 1)], 0)
+
+    def col(name: str, fill, dtype) -> np.ndarray:
+        return np.asarray(pc.fill_null(table.column(name), fill).to_numpy(), dtype=dtype) if n else \
+            np.zeros(0, dtype)
+
+    return Units(col("tags_code", 0, np.int64), col("tags_code_legal", False, bool), col("has_ext", False, bool),
+                 col("ext_store_time", 0, np.int64), bitmaps, lengths,
+                 table.column("properties").combine_chunks() if n else pa.array([], UNITS_SCHEMA.field(8).type),
+                 table.column("tags").combine_chunks() if n else pa.array([], pa.string()))
+
+
+_CQ_DROPS = np.array([OUTCOMES.index(mf.TAG_HASH_MISS), OUTCOMES.index(mf.BLOOM_MISS)], dtype=np.int8)
+_CL_DROPS = np.array([OUTCOMES.index(o) for o in (mf.SQL_FALSE, mf.SQL_NULL, mf.SQL_ERROR)], dtype=np.int8)
+
+
+def _names(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(list(names))).cast(pa.string())
+
+
+def _decision_table(plan: int, units: pa.Table, d: Decisions, unit_call: np.ndarray) -> pa.Table:
+    rows = np.flatnonzero(unit_call >= 0)
+    take = pa.array(rows)
+    tested = d.bloom_tested()[rows]
+    bitmaps = units.column("filter_bitmap").take(take)
+    if not tested.all():
+        bitmaps = pc.if_else(pa.array(tested), bitmaps, pa.nulls(len(rows), pa.binary()))
+    tags_code = units.column("tags_code").take(take)
+    legal = pc.fill_null(units.column("tags_code_legal").take(take), False)
+    details = [d.detail(int(i)) for i in rows.tolist()] if (d.sql_state[rows] >= 0).any() else None
+    cols = [pa.array(np.full(len(rows), plan, dtype=np.int32)), units.column("queue_offset").take(take),
+            units.column("commit_log_offset").take(take), units.column("size").take(take),
+            pc.if_else(legal, tags_code, pa.nulls(len(rows), pa.int64())),
+            _names(d.outcome[rows], OUTCOMES), _names(d.layer[rows], LAYERS), _names(d.reason[rows], REASONS),
+            _names(d.cq_reason[rows], REASONS), pa.array(details, pa.string()) if details else
+            pa.nulls(len(rows), pa.string()), pa.array(d.bloom_false_positive[rows]), pa.array(tested), bitmaps,
+            pa.array(unit_call[rows].astype(np.int32))]
+    return pa.Table.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols],
+                                schema=DECISIONS_SCHEMA)
+
+
+def simulate_queue(filters: Sequence[tuple[int, mf.ExpressionMessageFilter, int, int]], units: pa.Table,
+                   min_offset: int, units_per_file: int, config: PullConfig | None = None,
+                   engine_cache: dict | None = None) -> tuple[pa.Table, pa.Table]:
+    """Every (plan, filter, start offset, batch size) over one queue: (decisions of the scanned units, pulls).
+
+    `units` (UNITS_SCHEMA) holds the queue's units from `min_offset` on, in queue order. The verdicts are computed
+    once per filter set-at-a-time; the pulls are paged from each start as getMessage does, and only the units a
+    pull scanned get a decision row.
+    """
+    base = config or PullConfig()
+    u = units_from_table(units)
+    sizes = np.asarray(pc.fill_null(units.column("size"), 0).to_numpy(), dtype=np.int64) if len(u) else \
+        np.zeros(0, np.int64)
+    cache = {} if engine_cache is None else engine_cache
+    decisions, pulls = [], []
+    for plan, f, start, batch_size in filters:
+        d = decide_units(f, u, cache)
+        cq_pass = ~np.isin(d.outcome, _CQ_DROPS)
+        cl_pass = ~np.isin(d.outcome, _CL_DROPS)
+        cfg = PullConfig(batch_size, base.max_filter_message_size, base.max_transfer_bytes_in_memory,
+                         base.max_transfer_count_in_memory, base.max_transfer_bytes_on_disk,
+                         base.max_transfer_count_on_disk, base.travel_cq_file_num, base.max_total_msg_size)
+        calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, cfg)
+        decisions.append(_decision_table(plan, units, d, calls.unit_call))
+        k = len(calls.status)
+        pulls.append(pa.Table.from_arrays([
+            pa.array(np.full(k, plan, dtype=np.int32)), pa.array(np.arange(k, dtype=np.int32)),
+            pa.array(calls.request_offset), pa.array([STATUS_NAMES[s] for s in calls.status.tolist()], pa.string()),
+            pa.array(calls.next_begin_offset), pa.array(calls.message_count.astype(np.int32)),
+            pa.array(calls.filter_message_count.astype(np.int32))], schema=PULLS_SCHEMA))
+    empty_d, empty_p = DECISIONS_SCHEMA.empty_table(), PULLS_SCHEMA.empty_table()
+    return (pa.concat_tables(decisions) if decisions else empty_d, pa.concat_tables(pulls) if pulls else empty_p)

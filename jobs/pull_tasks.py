@@ -1,0 +1,141 @@
+"""Job 2's Spark tasks: read a dump's own consume queues, and replay every subscription's pull over one queue per
+group of rows. No filter rule lives here: the tasks hand Arrow tables to `filterlib.simulate` and back to Spark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filterlib.dispatch import registry_from_spec
+from filterlib.pull import PullConfig
+from filterlib.replay import load_queue
+from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNITS_SCHEMA, Plan, build_filter, simulate_queue
+from filterlib.store.storedir import StoreDir
+from jobs.decode_tasks import spark_ddl
+
+QUEUE_TASK_DDL = "topic string, queue_id int"
+QUEUE_META = [pa.field("topic", pa.string()), pa.field("queue_id", pa.int32()), pa.field("min_offset", pa.int64()),
+              pa.field("units_per_file", pa.int64())]
+CQ_SIDE = pa.schema(QUEUE_META + [f for f in UNITS_SCHEMA if f.name not in ("properties", "tags")])
+"""A dump queue's units as read from its files, each row carrying its queue's min offset and units per file; a
+queue also gets one row with queue_offset null, so that an empty queue still gets its pulls."""
+
+_PULL_ONLY = [f for f in PULLS_SCHEMA if f.name not in ("plan", "pull_index")]
+OUT_SCHEMA = pa.schema([pa.field("kind", pa.string()), pa.field("topic", pa.string()),
+                        pa.field("queue_id", pa.int32())] + list(DECISIONS_SCHEMA) + _PULL_ONLY)
+"""What a queue's replay emits: kind 'unit' rows (DECISIONS_SCHEMA columns) and kind 'pull' rows (PULLS_SCHEMA
+columns), each with the other kind's columns null."""
+UNIT, PULL = "unit", "pull"
+
+
+def cq_side_ddl() -> str:
+    return spark_ddl(CQ_SIDE)
+
+
+def out_ddl() -> str:
+    return spark_ddl(OUT_SCHEMA)
+
+
+def _bitmap_array(bitmaps: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    n = len(lengths)
+    if n == 0:
+        return pa.array([], pa.binary())
+    return pa.array([bitmaps[i, :k].tobytes() if k >= 0 else None for i, k in enumerate(lengths.tolist())],
+                    pa.binary())
+
+
+def read_dump_queues(store_root: str):
+    """The mapInArrow function: (topic, queue_id) rows in, the dump's units of those queues out (CQ_SIDE)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store = StoreDir(store_root)
+        for batch in batches:
+            for t in batch.to_pylist():
+                q = load_queue(store, t["topic"], t["queue_id"])
+                n = len(q.size)
+                e = q.ext
+                cols = {"topic": pa.array([q.topic] * (n + 1), pa.string()),
+                        "queue_id": pa.array(np.full(n + 1, q.queue_id, dtype=np.int32)),
+                        "min_offset": pa.array(np.full(n + 1, q.min_offset, dtype=np.int64)),
+                        "units_per_file": pa.array(np.full(n + 1, q.units_per_file, dtype=np.int64)),
+                        "queue_offset": pa.array(list(range(q.min_offset, q.min_offset + n)) + [None], pa.int64()),
+                        "commit_log_offset": q.commit_log_offset, "size": q.size.astype(np.int32),
+                        "tags_code": e.tags_code, "tags_code_legal": e.tags_code_legal.astype(bool),
+                        "has_ext": e.has_ext.astype(bool), "ext_store_time": e.store_time}
+                arrays = []
+                for f in CQ_SIDE:
+                    if f.name == "filter_bitmap":
+                        a = _bitmap_array(e.bitmaps, np.asarray(e.bitmap_length, dtype=np.int64))
+                    else:
+                        a = cols[f.name]
+                    if len(a) == n:
+                        a = pa.concat_arrays([pa.array(a, f.type), pa.nulls(1, f.type)])
+                    arrays.append(pa.array(a, f.type))
+                yield pa.RecordBatch.from_arrays(arrays, schema=CQ_SIDE)
+
+    return run
+
+
+@dataclasses.dataclass(frozen=True)
+class PullContext:
+    """What every replay task needs, as plain picklable data."""
+
+    key: str
+    registry: dict
+    plans: tuple[dict, ...]
+    starts: dict
+    enable_property_filter: bool
+    filter_support_retry: bool
+    now: int
+
+
+_filters: dict[str, dict] = {}
+
+
+def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object]]]:
+    """Per topic, the OK plans and their filters (built once per worker process and context)."""
+    key = ctx.key
+    if key not in _filters:
+        registry = registry_from_spec(ctx.registry)
+        by_topic: dict[str, list] = {}
+        for obj in ctx.plans:
+            plan = Plan(**obj)
+            if plan.ok:
+                f = build_filter(plan, registry, ctx.enable_property_filter, ctx.filter_support_retry, ctx.now)
+                by_topic.setdefault(plan.topic, []).append((plan, f))
+        _filters.clear()
+        _filters[key] = by_topic
+    return _filters[key]
+
+
+def replay_queues(ctx: PullContext):
+    """The applyInArrow function over (topic, queue_id) groups: a queue's units (with min_offset, units_per_file,
+    properties, tags) in; every OK plan's decisions and pulls over that queue out (OUT_SCHEMA)."""
+
+    def run(table: pa.Table) -> pa.Table:
+        topic = table.column("topic")[0].as_py()
+        queue_id = table.column("queue_id")[0].as_py()
+        min_offset = int(table.column("min_offset")[0].as_py())
+        per_file = int(table.column("units_per_file")[0].as_py())
+        units = table.filter(pc.is_valid(table.column("queue_offset")))
+        units = units.sort_by("queue_offset").select(UNITS_SCHEMA.names).cast(UNITS_SCHEMA)
+        entries = _topic_filters(ctx).get(topic, [])
+        filters = [(p.index, f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)), p.batch_size) for p, f in entries]
+        decisions, pulls = simulate_queue(filters, units, min_offset, per_file, PullConfig())
+        return pa.concat_tables([_out(decisions, UNIT, topic, queue_id), _out(pulls, PULL, topic, queue_id)])
+
+    return run
+
+
+def _out(t: pa.Table, kind: str, topic: str, queue_id: int) -> pa.Table:
+    n = t.num_rows
+    cols = {"kind": pa.array([kind] * n, pa.string()), "topic": pa.array([topic] * n, pa.string()),
+            "queue_id": pa.array(np.full(n, queue_id, dtype=np.int32))}
+    return pa.Table.from_arrays([cols[f.name] if f.name in cols else
+                                 (t.column(f.name) if f.name in t.column_names else pa.nulls(n, f.type))
+                                 for f in OUT_SCHEMA], schema=OUT_SCHEMA)

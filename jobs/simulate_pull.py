@@ -1,0 +1,463 @@
+"""Job 2: every consumer group's pull replayed over a dump, as the broker would answer it now.
+
+    python -m jobs.simulate_pull --store DIR --warehouse DIR [--dump-id ID] [--broker-conf FILE]
+                                 [--subscriptions FILE] [--from earliest|committed] [--queues dump|rebuilt]
+
+Subscriptions are the file's plus a registered SQL92 subscription for every record of the dump's
+consumerFilter.json the file does not name; the registry is that file as the broker loads it. Each subscription
+gets the broker's pre-read answer; those answered OK pull every queue of their topic. One Spark task per queue
+decides every unit for every subscription of the topic set-at-a-time (`filterlib.simulate`) and pages the pulls as
+getMessage does. The consume queues and ext bitmaps are the dump's own (what the broker reads), or job 1's rebuild
+(`--queues rebuilt`, and the fallback when the dump has none). The messages come from job 1's `messages` table.
+Tables pull_decisions, pulls, delivered_messages and group_stats are replaced per dump in one commit each.
+Tables: docs/simulate_pull.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from filterlib import message_filter as mf
+from filterlib.dispatch import registry_spec
+from filterlib.dumpregistry import RegistryLoad, load_registry
+from filterlib.errors import StoreFormatError
+from filterlib.registry import now_ms
+from filterlib.simulate import (
+    COMMITTED,
+    EARLIEST,
+    Plan,
+    committed_offsets,
+    dump_subscriptions,
+    plan_all,
+)
+from filterlib.store.compression import decompress_body
+from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
+from filterlib.store.storedir import StoreDir
+from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
+from jobs.cli import ROOT, InputError, check_file, job_logger, load_defaults, run_main
+from jobs.delta_io import check_dump_id, read_dump, replace_dump, table_path
+from jobs.pull_tasks import (
+    PULL,
+    QUEUE_TASK_DDL,
+    UNIT,
+    PullContext,
+    cq_side_ddl,
+    out_ddl,
+    read_dump_queues,
+    replay_queues,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DEFAULTS = ROOT / "conf" / "simulate_pull.json"
+PROG = "simulate_pull"
+log = job_logger(PROG)
+
+DUMP, REBUILT = "dump", "rebuilt"
+DECISION_KEY = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset"]
+DELIVERED_COLUMNS = [
+    ("dump_id", "string"), ("consumer_group", "string"), ("topic", "string"), ("subscription_index", "int"),
+    ("queue_id", "int"), ("queue_offset", "long"), ("commit_log_offset", "long"), ("pull_index", "int"),
+    ("msg_id", "string"), ("offset_msg_id", "string"), ("uniq_key", "string"), ("message_topic", "string"),
+    ("tags", "string"), ("keys", "string"), ("properties", "map<string,string>"), ("body", "binary"),
+    ("body_error", "string"), ("stored_body_size", "int"), ("store_size", "int"), ("sys_flag", "int"),
+    ("flag", "int"), ("born_timestamp", "long"), ("born_host", "string"), ("store_timestamp", "long"),
+    ("store_host", "string"), ("reconsume_times", "int")]
+STATS_COLUMNS = [
+    ("dump_id", "string"), ("consumer_group", "string"), ("topic", "string"), ("subscription_index", "int"),
+    ("subscription_type", "string"), ("expression", "string"), ("path", "string"), ("sub_version", "long"),
+    ("batch_size", "int"), ("source", "string"), ("answer", "string"), ("answer_remark", "string"),
+    ("answer_cause", "string"), ("filter_class", "string"), ("start", "string"), ("queues", "int"),
+    ("units_scanned", "long"), ("delivered", "long"), ("tag_hash_miss", "long"), ("tag_client_mismatch", "long"),
+    ("bloom_miss", "long"), ("sql_false", "long"), ("sql_null", "long"), ("sql_error", "long"),
+    ("tag_collisions", "long"), ("bloom_tested", "long"), ("bloom_false_positives", "long"),
+    ("bloom_fp_rate", "double"), ("configured_fp_rate", "double"), ("sql_evaluations", "long"),
+    ("bytes_delivered", "long"), ("bytes_filtered_on_broker", "long"), ("pulls", "long"), ("empty_pulls", "long"),
+    ("found_pulls", "long")]
+DECISION_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset",
+                    "commit_log_offset", "size", "tags_code", "outcome", "layer", "reason", "cq_reason", "detail",
+                    "bloom_false_positive", "bloom_tested", "bloom_bitmap", "pull_index", "subscription_type",
+                    "expression"]
+PULL_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "pull_index", "request_offset",
+                "status", "next_begin_offset", "message_count", "filter_message_count"]
+
+
+def _ddl(columns: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{n} {t}" for n, t in columns)
+
+
+OUTCOME_COLUMNS = {mf.DELIVERED: "delivered", mf.TAG_HASH_MISS: "tag_hash_miss",
+                   mf.TAG_CLIENT_MISMATCH: "tag_client_mismatch", mf.BLOOM_MISS: "bloom_miss",
+                   mf.SQL_FALSE: "sql_false", mf.SQL_NULL: "sql_null", mf.SQL_ERROR: "sql_error"}
+
+
+@dataclass
+class Inputs:
+    """Everything validated on the driver before Spark starts."""
+
+    store: StoreDir
+    dump_id: str
+    warehouse: str
+    broker_conf: str | None
+    subscriptions: list[Subscription]
+    start: str
+    queues: str
+    defaults: dict[str, Any]
+
+
+@dataclass
+class Summary:
+    """What a run did, for the end-of-run report and for tests."""
+
+    dump_id: str
+    queues_source: str = DUMP
+    start: str = EARLIEST
+    plans: list[Plan] = field(default_factory=list)
+    stats: list[dict] = field(default_factory=list)
+    queues: int = 0
+    decisions: int = 0
+    delivered: int = 0
+    pulls: int = 0
+    notes: list[str] = field(default_factory=list)
+    tables: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        """The human summary: one block per subscription, then the totals."""
+        rate = self.decisions / self.seconds if self.seconds else 0.0
+        out = [f"dump {self.dump_id}: consume queues from the {self.queues_source} "
+               f"({'the broker’s own files' if self.queues_source == DUMP else 'job 1’s consume_queue table'}), "
+               f"pulls from the {self.start} offset; {len(self.plans)} subscriptions over {self.queues} queues"]
+        for s in self.stats:
+            head = f"  {s['consumer_group']} on {s['topic']} [{s['subscription_type']} {s['expression']!r}, " \
+                   f"{s['path']}, {s['source']}]"
+            if s["answer"] != mf.OK:
+                out.append(f"{head}: broker answers {s['answer']}: {s['answer_remark'] or s['answer_cause']}")
+                continue
+            drops = ", ".join(f"{k} {s[k]:,}" for k in OUTCOME_COLUMNS.values() if k != "delivered" and s[k])
+            out.append(f"{head}: scanned {s['units_scanned']:,}, delivered {s['delivered']:,}"
+                       f"{'; ' + drops if drops else ''}; {s['pulls']:,} pulls ({s['empty_pulls']:,} empty)")
+            if s["tag_collisions"]:
+                out.append(f"    tag-hash collisions: {s['tag_collisions']:,} messages passed the hash check "
+                           f"with another tag")
+            if s["bloom_tested"]:
+                rate_txt = "n/a" if s["bloom_fp_rate"] is None else f"{s['bloom_fp_rate']:.1%}"
+                out.append(f"    bloom: {s['bloom_tested']:,} bitmaps tested, {s['bloom_false_positives']:,} false "
+                           f"positives ({rate_txt} of the non-matching; configured {s['configured_fp_rate']:.0%})")
+        out += [f"note: {n}" for n in self.notes]
+        out += [f"table {t}: {p}" for t, p in self.tables.items()]
+        out.append(f"decisions {self.decisions:,}, delivered {self.delivered:,}, pulls {self.pulls:,}; "
+                   f"time {self.seconds:.1f} s, {rate:,.0f} decisions/s")
+        return out
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (every flag explained in --help)."""
+    p = argparse.ArgumentParser(
+        prog="python -m jobs.simulate_pull",
+        description="Replay every consumer group's pull over a RocketMQ store dump, as the broker would answer "
+                    "it: per scanned consume-queue unit the outcome and the filter layer that decided, the pulls "
+                    "themselves, the delivered messages and per-group statistics, as Delta tables under the "
+                    "warehouse. Needs job 1 (python -m jobs.build_queues) run on the same dump and warehouse "
+                    "first. Re-running a dump replaces its rows.")
+    p.add_argument("--store", required=True, metavar="DIR",
+                   help="the dump (the broker store root job 1 read): its consumequeue/ and consumequeue_ext/ "
+                        "are the queues pulled by default, config/consumerFilter.json the SQL92 registry, "
+                        "config/consumerOffset.json the committed offsets")
+    p.add_argument("--warehouse", required=True, metavar="DIR",
+                   help="the Delta warehouse job 1 wrote (its messages table is read; the tables of this job are "
+                        "written beside them)")
+    p.add_argument("--dump-id", metavar="ID",
+                   help="the dump's name in the tables (default: the store directory's name, as job 1)")
+    p.add_argument("--broker-conf", metavar="FILE",
+                   help="the broker's broker.conf: enablePropertyFilter (off refuses SQL92 with SYSTEM_ERROR), "
+                        "filterSupportRetry, maxErrorRateOfBloomFilter, expectConsumerNumUseFilter, "
+                        "mappedFileSizeConsumeQueue (default: RocketMQ 5.3.3's defaults)")
+    p.add_argument("--subscriptions", metavar="FILE",
+                   help="JSON list of subscriptions (design.md, 'Subscriptions file'): tag subscriptions live only "
+                        "in broker memory, so they come from here; consumerFilter.json records not named here are "
+                        "pulled as registered SQL92 subscriptions")
+    p.add_argument("--from", dest="start", choices=[EARLIEST, COMMITTED], default=EARLIEST,
+                   help="where each queue's pull starts: offset 0 (earliest, default), or the group's committed "
+                        "offset from config/consumerOffset.json (queues without one start at the earliest)")
+    p.add_argument("--queues", choices=[DUMP, REBUILT], default=DUMP,
+                   help="the consume queues and ext bitmaps pulled: the dump's own files (default; what the real "
+                        "broker reads) or job 1's consume_queue table (rebuilt; also the fallback when the dump "
+                        "has no consumequeue/)")
+    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
+                   help=f"job defaults (JSON: master, spark_conf); default {DEFAULTS.relative_to(ROOT)}")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
+    return p
+
+
+def validate(args: argparse.Namespace) -> Inputs:
+    """Check every input before Spark starts; raise InputError with one line naming what is wrong."""
+    defaults = load_defaults(args.defaults)
+    check_file(args.broker_conf, "broker.conf")
+    try:
+        store = StoreDir(args.store, broker_conf=args.broker_conf)
+    except StoreFormatError as e:
+        raise InputError(str(e)) from None
+    except (OSError, UnicodeError) as e:
+        raise InputError(f"{args.broker_conf}: cannot read broker.conf ({e})") from None
+    except ValueError as e:
+        raise InputError(f"{args.broker_conf}: malformed broker.conf ({e})") from None
+    subs: list[Subscription] = []
+    if args.subscriptions is not None:
+        try:
+            subs = load_subscriptions(args.subscriptions)
+        except SubscriptionsError as e:
+            raise InputError(str(e)) from None
+    dump_id = args.dump_id or os.path.basename(os.path.normpath(os.path.abspath(args.store)))
+    try:
+        check_dump_id(dump_id)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if "://" not in args.warehouse and not os.path.isdir(os.path.join(table_path(args.warehouse, "messages"),
+                                                                        "_delta_log")):
+        raise InputError(f"{args.warehouse}: not a warehouse of job 1 (no Delta table messages/ in it); run "
+                         f"python -m jobs.build_queues --store {args.store} --warehouse {args.warehouse} first")
+    return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults)
+
+
+def _registry(inputs: Inputs, with_file: bool) -> RegistryLoad:
+    conf = inputs.store.conf
+    try:
+        return load_registry(inputs.store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
+                             inputs.subscriptions if with_file else ())
+    except ValueError as e:
+        raise InputError(f"bloom filter settings maxErrorRateOfBloomFilter={conf.maxErrorRateOfBloomFilter}, "
+                         f"expectConsumerNumUseFilter={conf.expectConsumerNumUseFilter}: {e}") from None
+
+
+def _messages(spark: SparkSession, inputs: Inputs) -> DataFrame:
+    from pyspark.errors import AnalysisException
+
+    try:
+        df = read_dump(spark, inputs.warehouse, "messages", inputs.dump_id)
+        present = df.select("commit_log_offset").limit(1).count()
+    except AnalysisException as e:
+        raise InputError(f"{table_path(inputs.warehouse, 'messages')}: cannot read job 1's messages table "
+                         f"({str(e).splitlines()[0]})") from None
+    if not present:
+        raise InputError(f"{table_path(inputs.warehouse, 'messages')}: no rows for dump {inputs.dump_id!r}; run "
+                         f"python -m jobs.build_queues on it first (or pass its --dump-id)")
+    return df
+
+
+def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary) -> DataFrame:
+    """Every pulled queue's units with min_offset and units_per_file (CQ side only), from the dump or job 1."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    source = inputs.queues
+    pairs = [q for q in inputs.store.queue_ids() if q[0] in topics]
+    if source == DUMP and not os.path.isdir(os.path.join(inputs.store.root, "consumequeue")):
+        summary.notes.append("the dump has no consumequeue/: pulled job 1's rebuilt queues instead")
+        source = REBUILT
+    summary.queues_source = source
+    if source == DUMP:
+        summary.queues = len(pairs)
+        if not pairs:
+            return spark.createDataFrame([], cq_side_ddl())
+        rdd = spark.sparkContext.parallelize(pairs, max(1, min(len(pairs), 64)))
+        return spark.createDataFrame(rdd, QUEUE_TASK_DDL).mapInArrow(read_dump_queues(inputs.store.root),
+                                                                     cq_side_ddl())
+    cq = read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id).where(F.col("topic").isin(sorted(topics)))
+    per_file = max(1, inputs.store.conf.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE)
+    w = Window.partitionBy("topic", "queue_id")
+    units = cq.select("topic", "queue_id", F.min("queue_offset").over(w).alias("min_offset"),
+                      F.lit(per_file).cast("long").alias("units_per_file"), "queue_offset", "commit_log_offset",
+                      "size", "tags_code", F.lit(True).alias("tags_code_legal"),
+                      F.col("msg_store_time").isNotNull().alias("has_ext"),
+                      F.col("msg_store_time").alias("ext_store_time"), "filter_bitmap")
+    summary.queues = units.select("topic", "queue_id").distinct().count()
+    return units
+
+
+def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, int]:
+    """{"<plan>:<queue id>": start offset} for --from committed (absent: offset 0)."""
+    if inputs.start != COMMITTED:
+        return {}
+    offsets = committed_offsets(inputs.store.config("consumerOffset"))
+    starts = {f"{p.index}:{qid}": off for p in plans for (g, t, qid), off in offsets.items()
+              if p.ok and (g, t) == (p.group, p.topic)}
+    missing = sorted({f"({p.group}, {p.topic})" for p in plans if p.ok} -
+                     {f"({g}, {t})" for (g, t, _q) in offsets})
+    if missing:
+        summary.notes.append(f"no committed offset in consumerOffset.json for {', '.join(missing)}: "
+                             f"those queues were pulled from the earliest offset")
+    return starts
+
+
+def _with_bodies(batches):
+    """mapInArrow over delivered rows: the body as the consumer gets it (decompressed), and the client msgId."""
+    for b in batches:
+        bodies, errors = [], []
+        for body, flag in zip(b.column("stored_body").to_pylist(), b.column("sys_flag").to_pylist(), strict=True):
+            try:
+                bodies.append(decompress_body(body or b"", flag))
+                errors.append(None)
+            except Exception as e:  # a body that does not decompress is kept raw and named
+                bodies.append(body)
+                errors.append(f"{type(e).__name__}: {e}")
+        cols = {n: b.column(n) for n in b.schema.names}
+        cols["body"] = pa.array(bodies, pa.binary())
+        cols["body_error"] = pa.array(errors, pa.string())
+        yield pa.RecordBatch.from_pydict(cols)
+
+
+def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], pulls: dict[int, dict],
+                queues: dict[int, int]) -> list[dict]:
+    conf = inputs.store.conf
+    rows = []
+    for p in plans:
+        a, q = agg.get(p.index, {}), pulls.get(p.index, {})
+        row = {"dump_id": inputs.dump_id, "consumer_group": p.group, "topic": p.topic, "subscription_index": p.index,
+               "subscription_type": p.type,
+               "expression": p.expression, "path": p.path, "sub_version": p.sub_version, "batch_size": p.batch_size,
+               "source": p.source, "answer": p.answer, "answer_remark": p.remark, "answer_cause": p.cause,
+               "filter_class": p.filter_class, "start": inputs.start, "queues": queues.get(p.index, 0)}
+        row["units_scanned"] = int(a.get("units_scanned") or 0)
+        for outcome, col in OUTCOME_COLUMNS.items():
+            row[col] = int(a.get(outcome) or 0)
+        for k in ("tag_collisions", "bloom_tested", "bloom_false_positives", "sql_evaluations", "bytes_delivered",
+                  "bytes_filtered_on_broker"):
+            row[k] = int(a.get(k) or 0)
+        negatives = row["bloom_miss"] + row["bloom_false_positives"]
+        row["bloom_fp_rate"] = row["bloom_false_positives"] / negatives if negatives else None
+        row["configured_fp_rate"] = conf.maxErrorRateOfBloomFilter / 100.0
+        for k in ("pulls", "empty_pulls", "found_pulls"):
+            row[k] = int(q.get(k) or 0)
+        rows.append(row)
+    return rows
+
+
+def run(spark: SparkSession, inputs: Inputs) -> Summary:
+    """Replay the pulls of one dump with an existing session; returns the summary."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    sc = spark.sparkContext
+    conf = inputs.store.conf
+    summary = Summary(inputs.dump_id, start=inputs.start)
+    summary.notes += inputs.store.issues
+    messages = _messages(spark, inputs)
+    reg = _registry(inputs, with_file=inputs.queues == REBUILT)
+    summary.notes += reg.issues
+    subs = dump_subscriptions(inputs.subscriptions, reg.registry)
+    twice = sorted({f"({s.group}, {s.topic})" for s, _ in subs
+                    if sum((o.group, o.topic) == (s.group, s.topic) for o, _ in subs) > 1})
+    if twice:
+        summary.notes.append(f"several subscriptions of one group to one topic, each replayed on its own (the "
+                             f"broker keeps the last heartbeat's): {', '.join(twice)}")
+    now = now_ms()
+    plans = plan_all(subs, reg.registry, conf.enablePropertyFilter, conf.filterSupportRetry, now)
+    summary.plans = plans
+    if not conf.enablePropertyFilter and any(not Subscription(p.group, p.topic, p.type).is_tag for p in plans):
+        summary.notes.append("enablePropertyFilter is off (the broker's default): every SQL92 subscription is "
+                             "refused with SYSTEM_ERROR; pass the broker.conf that has it on if the broker did")
+    ok = [p for p in plans if p.ok]
+    log.info("subscriptions: %d (%d from the file, %d from consumerFilter.json), %d answered OK", len(plans),
+             sum(p.source == "subscriptions" for p in plans), sum(p.source != "subscriptions" for p in plans), len(ok))
+    topics = {p.topic for p in ok}
+    units = _queue_units(spark, inputs, topics, summary)
+    if inputs.queues == DUMP and summary.queues_source == REBUILT:
+        reg = _registry(inputs, with_file=True)
+    spec = registry_spec(reg.registry)
+    starts = _starts(inputs, plans, summary)
+    plan_json = tuple(p.to_json() for p in plans)
+    key = hashlib.sha256(json.dumps([spec, plan_json, starts, now], sort_keys=True, default=str).encode()).hexdigest()
+    ctx = PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry, now)
+    log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
+
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues")
+    msg_side = messages.select("commit_log_offset", "properties", "tags")
+    joined = units.join(msg_side, "commit_log_offset", "left")
+    out = joined.groupBy("topic", "queue_id").applyInArrow(replay_queues(ctx), out_ddl())
+    out = out.persist(StorageLevel.MEMORY_AND_DISK)
+
+    plans_df = spark.createDataFrame(
+        [(p.index, p.group, p.type, p.expression) for p in plans],
+        "plan int, consumer_group string, subscription_type string, expression string").withColumnRenamed(
+        "plan", "subscription_index").withColumn("plan", F.col("subscription_index"))
+    dump_id = F.lit(inputs.dump_id).alias("dump_id")
+    decisions = out.where(F.col("kind") == UNIT).join(F.broadcast(plans_df), "plan")
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: aggregate the decisions")
+    outcome_aggs = [F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOME_COLUMNS]
+    broker_drop = F.col("layer").isin(mf.CONSUME_QUEUE, mf.COMMIT_LOG) & (F.col("outcome") != mf.DELIVERED)
+    agg_rows = decisions.groupBy("plan").agg(
+        F.count(F.lit(1)).alias("units_scanned"), *outcome_aggs,
+        F.sum(((F.col("outcome") == mf.TAG_CLIENT_MISMATCH) & (F.col("reason") == "client_tag_mismatch"))
+              .cast("long")).alias("tag_collisions"),
+        F.sum(F.col("bloom_tested").cast("long")).alias("bloom_tested"),
+        F.sum(F.col("bloom_false_positive").cast("long")).alias("bloom_false_positives"),
+        F.sum(F.col("reason").startswith("sql_").cast("long")).alias("sql_evaluations"),
+        F.sum(F.when(F.col("outcome") == mf.DELIVERED, F.col("size")).otherwise(0)).alias("bytes_delivered"),
+        F.sum(F.when(broker_drop, F.col("size")).otherwise(0)).alias("bytes_filtered_on_broker"),
+        F.countDistinct("queue_id").alias("queues")).collect()
+    agg = {r["plan"]: r.asDict() for r in agg_rows}
+    pull_rows = out.where(F.col("kind") == PULL).groupBy("plan").agg(
+        F.count(F.lit(1)).alias("pulls"), F.sum((F.col("message_count") == 0).cast("long")).alias("empty_pulls"),
+        F.sum((F.col("status") == "FOUND").cast("long")).alias("found_pulls"),
+        F.countDistinct("queue_id").alias("queues")).collect()
+    pulls = {r["plan"]: r.asDict() for r in pull_rows}
+    queues = {k: int(v["queues"]) for k, v in pulls.items()}
+    summary.stats = _stats_rows(inputs, plans, agg, pulls, queues)
+    summary.decisions = sum(int(r["units_scanned"]) for r in agg.values())
+    summary.delivered = sum(int(r[mf.DELIVERED] or 0) for r in agg.values())
+    summary.pulls = sum(int(r["pulls"]) for r in pulls.values())
+    log.info("decided: %d units, %d delivered, %d pulls", summary.decisions, summary.delivered, summary.pulls)
+
+    wh = inputs.warehouse
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pull_decisions")
+    decisions_out = decisions.withColumnRenamed("filter_bitmap", "bloom_bitmap").select(dump_id, *DECISION_COLUMNS)
+    summary.tables["pull_decisions"] = replace_dump(decisions_out.sortWithinPartitions(*DECISION_KEY), wh,
+                                                    "pull_decisions", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
+    pulls_df = out.where(F.col("kind") == PULL).join(F.broadcast(plans_df), "plan").select(dump_id, *PULL_COLUMNS)
+    summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write delivered_messages")
+    m = messages.select("commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
+                        "offset_msg_id", "properties", F.col("body").alias("stored_body"), "store_size", "sys_flag",
+                        "flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times")
+    delivered = decisions.where(F.col("outcome") == mf.DELIVERED).select(
+        "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
+        "pull_index").join(
+        m, "commit_log_offset").withColumn("msg_id", F.coalesce("uniq_key", "offset_msg_id"))
+    delivered = delivered.withColumn("stored_body_size", F.length("stored_body").cast("int"))
+    in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in delivered.schema) + \
+        ", body binary, body_error string"
+    delivered = delivered.mapInArrow(_with_bodies, in_ddl).select(dump_id, *[n for n, _ in DELIVERED_COLUMNS[1:]])
+    summary.tables["delivered_messages"] = replace_dump(delivered.sortWithinPartitions(*DECISION_KEY), wh,
+                                                        "delivered_messages", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write group_stats")
+    stats_df = spark.createDataFrame(summary.stats, _ddl(STATS_COLUMNS))
+    summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", inputs.dump_id)
+    out.unpersist()
+    sc.setJobDescription(None)
+    summary.seconds = time.monotonic() - t0
+    return summary
+
+
+def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
+    """Parse, validate, run, print the summary; bad input is one line on stderr and exit code 2."""
+    args = parser().parse_args(argv)
+    return run_main(PROG, lambda: validate(args), lambda i: f"{PROG} {i.dump_id}", lambda i: i.defaults,
+                    args.master, run, spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Job 2 end to end with Spark on real 5.3.3 stores: job 1 builds the warehouse, job 2 replays the pulls, and every
+decision, pull and delivered message equals what the real broker's pull replay (the harness's `pull` mode over a
+copy of the same store, its registry loaded from consumerFilter.json) records, for every subscription and unit."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import refharness
+import scenarios
+from test_build_queues import broker_conf
+from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
+
+from jobs import build_queues, simulate_pull
+from jobs.delta_io import read_dump
+
+pytestmark = [pytest.mark.reference, pytest.mark.spark]
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = {
+    "tag_sql": lambda: scenarios.tag_and_sql_scenario(1),
+    "varied": lambda: scenarios.varied_scenario(4),
+    "answers_on": lambda: scenarios.pull_answers_scenario(11, True),
+    "answers_off": lambda: scenarios.pull_answers_scenario(11, False),
+    "demo": None,
+}
+DEMO = ROOT / "demo"
+
+
+def subscriptions_file(path: Path, subs: list[dict]) -> str:
+    """The harness's SUBSCRIPTION rows in the project's subscriptions file format."""
+    keys = {"group": "group", "topic": "topic", "type": "type", "expression": "expression", "path": "path",
+            "subVersion": "sub_version", "batchSize": "batch_size"}
+    path.write_text(json.dumps([{keys[k]: v for k, v in s.items()} for s in subs]))
+    return str(path)
+
+
+def rows(spark, warehouse: str, table: str, dump_id: str, order: list[str]) -> list[dict]:
+    return read_dump(spark, warehouse, table, dump_id).orderBy(*order).toArrow().to_pylist()
+
+
+@pytest.fixture(scope="module")
+def replayed(spark, tmp_path_factory) -> dict:
+    """Each scenario: its harness store, job 1 then job 2 run over it, and the real pull replay of it."""
+    out = {}
+    wh = str(tmp_path_factory.mktemp("warehouse"))
+    for name, make in SCENARIOS.items():
+        if make is None:  # the bundled demo dump, with its own broker.conf and subscriptions file
+            scenario = json.loads((DEMO / "scenario.json").read_text())
+            report = {"broker": scenario["broker"], "store": scenario["store"]}
+            conf, subs, store = str(DEMO / "broker.conf"), str(DEMO / "subscriptions.json"), str(DEMO / "dump")
+        else:
+            scenario = make()
+            run = refharness.write_store(scenario)
+            report = json.loads((run / "report.json").read_text())
+            tmp = tmp_path_factory.mktemp(name)
+            conf = broker_conf(tmp / "broker.conf", report["broker"], report["store"])
+            subs = subscriptions_file(tmp / "subs.json", scenario["subscriptions"])
+            store = str(run / "store")
+        args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name]
+        build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
+        summary = simulate_pull.run(spark, simulate_pull.validate(
+            simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
+        truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
+                                 "subscriptions": scenario["subscriptions"]})
+        out[name] = {"summary": summary, "truth": truth, "args": args + ["--subscriptions", subs],
+                     "store": store, "report": report}
+    out["warehouse"] = wh
+    return out
+
+
+def compare(spark, wh: str, name: str, truth: dict) -> tuple[int, int, int, list]:
+    """(units, pulls, delivered messages compared, problems) of one dump against the harness's pull replay."""
+    decisions = defaultdict(list)
+    for d in rows(spark, wh, "pull_decisions", name, ["subscription_index", "queue_id", "queue_offset"]):
+        decisions[(d["subscription_index"], d["queue_id"])].append(d)
+    pulls = defaultdict(list)
+    for p in rows(spark, wh, "pulls", name, ["subscription_index", "queue_id", "pull_index"]):
+        pulls[(p["subscription_index"], p["queue_id"])].append(p)
+    delivered = defaultdict(list)
+    for m in rows(spark, wh, "delivered_messages", name, ["subscription_index", "queue_id", "queue_offset"]):
+        delivered[(m["subscription_index"], m["queue_id"])].append(m)
+    stats = {s["subscription_index"]: s for s in rows(spark, wh, "group_stats", name, ["subscription_index"])}
+    units = calls = msgs = 0
+    problems: list = []
+    for i, sub in enumerate(truth["subscriptions"]):
+        st = stats[i]
+        if (st["consumer_group"], st["topic"], st["answer"]) != (sub["group"], sub["topic"], sub["answer"]):
+            problems.append((i, "answer", (st["consumer_group"], st["topic"], st["answer"]), sub["answer"]))
+        if sub["answer"] != "OK":
+            if any(k[0] == i for k in decisions):
+                problems.append((i, "decisions for a subscription that does not pull"))
+            continue
+        for q in sub["queues"]:
+            key = (i, q["queueId"])
+            mine = [(d["queue_offset"], d["commit_log_offset"], d["outcome"], d["bloom_false_positive"],
+                     d["pull_index"]) for d in decisions[key]]
+            theirs = [(u["queueOffset"], u["commitLogOffset"], HARNESS_OUTCOMES.get(u["outcome"], u["outcome"]),
+                       u["bloomFalsePositive"], u["call"]) for u in q["units"]]
+            if mine != theirs:
+                problems.append((i, q["queueId"], "units", theirs, mine))
+            mine_calls = [(p["request_offset"], p["status"], p["next_begin_offset"], p["message_count"],
+                           p["filter_message_count"]) for p in pulls[key]]
+            their_calls = [(c["requestOffset"], c["status"], c["nextBeginOffset"], c["messageCount"],
+                            c["filterMessageCount"]) for c in q["calls"]]
+            if mine_calls != their_calls:
+                problems.append((i, q["queueId"], "calls", their_calls, mine_calls))
+            kept = [m for m in q["messages"] if m["clientKept"]]
+            got = delivered[key]
+            if [m["commitLogOffset"] for m in kept] != [m["commit_log_offset"] for m in got]:
+                problems.append((i, q["queueId"], "delivered", [m["commitLogOffset"] for m in kept],
+                                 [m["commit_log_offset"] for m in got]))
+                continue
+            for m, g in zip(kept, got, strict=True):
+                body = base64.b64decode(m["bodyDecompressed"] or m["body"] or "")
+                want = (m["msgId"], m["offsetMsgId"], m["uniqKey"], m["tags"], m["keys"], m["properties"], body,
+                        m["queueOffset"], m["call"])
+                have = (g["msg_id"], g["offset_msg_id"], g["uniq_key"], g["tags"], g["keys"], dict(g["properties"]),
+                        g["body"], g["queue_offset"], g["pull_index"])
+                if want != have:
+                    problems.append((i, q["queueId"], "message", want, have))
+            units += len(theirs)
+            calls += len(their_calls)
+            msgs += len(kept)
+        n_pulls = sum(len(q["calls"]) for q in sub["queues"])
+        n_delivered = sum(m["clientKept"] is True for q in sub["queues"] for m in q["messages"])
+        if (st["pulls"], st["delivered"], st["units_scanned"]) != \
+                (n_pulls, n_delivered, sum(len(q["units"]) for q in sub["queues"])):
+            problems.append((i, "stats", st))
+    return units, calls, msgs, problems
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_decisions_pulls_and_deliveries_equal_the_real_pull(spark, replayed, name) -> None:
+    units, calls, msgs, problems = compare(spark, replayed["warehouse"], name, replayed[name]["truth"])
+    assert problems == []
+    assert units >= 40 and calls >= 4 and msgs > 5
+
+
+def test_every_outcome_and_answer_is_covered(spark, replayed) -> None:
+    """The scenarios together exercise every outcome, both bloom verdicts, SQL errors and every pre-read answer."""
+    wh = replayed["warehouse"]
+    outcomes, answers, fps = set(), set(), 0
+    for name in SCENARIOS:
+        for d in rows(spark, wh, "pull_decisions", name, ["subscription_index"]):
+            outcomes.add(d["outcome"])
+            fps += d["bloom_false_positive"]
+        answers |= {s["answer"] for s in rows(spark, wh, "group_stats", name, ["subscription_index"])}
+    assert outcomes == {"DELIVERED", "TAG_HASH_MISS", "TAG_CLIENT_MISMATCH", "BLOOM_MISS", "SQL_FALSE", "SQL_NULL",
+                        "SQL_ERROR"}
+    assert answers == {"OK", "FILTER_DATA_NOT_EXIST", "FILTER_DATA_NOT_LATEST", "SYSTEM_ERROR",
+                       "SUBSCRIPTION_PARSE_FAILED"}
+    assert fps > 0
+
+
+def test_rerun_leaves_identical_tables(spark, replayed) -> None:
+    wh, name = replayed["warehouse"], "tag_sql"
+    tables = {"pull_decisions": ["subscription_index", "queue_id", "queue_offset"],
+              "pulls": ["subscription_index", "queue_id", "pull_index"],
+              "delivered_messages": ["subscription_index", "queue_id", "queue_offset"],
+              "group_stats": ["subscription_index"]}
+    before = {t: rows(spark, wh, t, name, o) for t, o in tables.items()}
+    simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(replayed[name]["args"])))
+    after = {t: rows(spark, wh, t, name, o) for t, o in tables.items()}
+    assert after == before
+
+
+def test_rebuilt_queues_give_the_same_decisions_when_the_rule_is_exact(spark, replayed) -> None:
+    """tag_and_sql_scenario registers its filter before any message, so job 1's rebuilt queues and bitmaps equal
+    the broker's: pulling them gives the same decisions and pulls as the dump's own."""
+    wh, name = replayed["warehouse"], "tag_sql"
+    before = rows(spark, wh, "pull_decisions", name, ["subscription_index", "queue_id", "queue_offset"])
+    args = replayed[name]["args"] + ["--queues", "rebuilt"]
+    s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
+    assert s.queues_source == "rebuilt"
+    after = rows(spark, wh, "pull_decisions", name, ["subscription_index", "queue_id", "queue_offset"])
+    assert [(d["outcome"], d["bloom_false_positive"], d["pull_index"]) for d in after] == \
+        [(d["outcome"], d["bloom_false_positive"], d["pull_index"]) for d in before]
+    assert any(d["bloom_tested"] for d in after)
+
+
+def test_committed_offsets_start_the_pulls_there(spark, replayed) -> None:
+    """varied_scenario commits G1's TopicA queue 0 at offset 1: with --from committed that queue's first pull asks
+    for offset 1 and unit 0 is never scanned; queues without a committed offset start at 0 (the summary says so)."""
+    wh, name = replayed["warehouse"], "varied"
+    args = replayed[name]["args"] + ["--from", "committed"]
+    s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
+    assert any("no committed offset" in n for n in s.notes)
+    pulls = rows(spark, wh, "pulls", name, ["subscription_index", "queue_id", "pull_index"])
+    g1 = [p for p in pulls if (p["consumer_group"], p["topic"]) == ("G1", "TopicA")]
+    assert [p["request_offset"] for p in g1 if p["queue_id"] == 0][0] == 1
+    assert all(p["request_offset"] == 0 for p in g1 if p["queue_id"] != 0 and p["pull_index"] == 0)
+    decided = rows(spark, wh, "pull_decisions", name, ["queue_offset"])
+    assert not [d for d in decided if (d["consumer_group"], d["topic"], d["queue_id"], d["queue_offset"]) ==
+                ("G1", "TopicA", 0, 0)]
+    simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(replayed[name]["args"])))
+
+
+def test_bad_input_is_one_line_and_exit_2(replayed, tmp_path, capsys) -> None:
+    args = replayed["tag_sql"]["args"]
+    store, wh = args[1], args[3]
+    cases = [
+        (["--store", str(tmp_path / "nowhere"), "--warehouse", wh], "store directory not found"),
+        (["--store", store, "--warehouse", str(tmp_path)], "not a warehouse of job 1"),
+        (["--store", store, "--warehouse", wh, "--broker-conf", str(tmp_path / "no.conf")], "broker.conf not found"),
+    ]
+    for argv, message in cases:
+        assert simulate_pull.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("simulate_pull: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_command_line_help() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    text = subprocess.run([sys.executable, "-m", "jobs.simulate_pull", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, env=env, check=True).stdout
+    for flag in ("--store", "--warehouse", "--dump-id", "--broker-conf", "--subscriptions", "--from", "--queues"):
+        assert flag in text
