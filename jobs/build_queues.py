@@ -9,7 +9,8 @@ by Spark: they are small) and its split report, the one thing the driver collect
 per file (valid end, damage), drops units past a file's valid end and re-decodes whole any file whose splits lost
 sync. The second pass decodes the same ranges with bodies straight into the messages table, each task dropping
 the rows at or past its file's valid end, so no body is ever cached. Every table (messages, consume_queue,
-consumer_filters, dump_files) replaces that dump's rows in one commit per table. Tables: docs/build_queues.md.
+consumer_filters, dump_files, and queue_diff with --verify) replaces that dump's rows in one commit per table.
+Tables and flags: docs/build_queues.md.
 """
 
 from __future__ import annotations
@@ -18,26 +19,35 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filterlib.dispatch import CQ_SCHEMA, registry_spec
+from filterlib.dispatch import CQ_SCHEMA, registry_groups, registry_spec
 from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
 from filterlib.dumpregistry import RegistryLoad, load_registry
 from filterlib.errors import StoreFormatError
+from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store.commitlog import parse_delay_levels
 from filterlib.store.scan import iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
 from jobs.decode_tasks import (
+    EXPORT_SCHEMA,
     MESSAGES_SCHEMA,
     TASK_DDL,
     UNITS_SCHEMA,
+    ExportContext,
     TaskContext,
+    VerifyContext,
+    diff_units,
+    dump_queue_units,
+    export_queues,
     messages,
     parse_report,
     queue_units,
@@ -82,6 +92,74 @@ class Inputs:
     defaults: dict[str, Any]
     split_bytes: int
     check_crc: bool
+    export_cq: str | None = None
+    verify: bool = False
+
+
+@dataclass
+class ExportResult:
+    """What --export-cq wrote: per-queue rows (EXPORT_SCHEMA) and where."""
+
+    root: str
+    queues: list[dict] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict]:
+        """Queues not written (offsets not consecutive)."""
+        return [q for q in self.queues if q["error"] is not None]
+
+    def lines(self) -> list[str]:
+        """Summary lines."""
+        ok = [q for q in self.queues if q["error"] is None]
+        out = [f"exported to {self.root}: {len(ok)} queues, {sum(q['units'] for q in ok):,} units, "
+               f"{sum(q['cq_files'] for q in ok)} consumequeue and {sum(q['ext_files'] for q in ok)} "
+               f"consumequeue_ext files, {sum(q['bytes'] for q in ok):,} bytes"]
+        out += [f"  not exported ({q['topic']}, {q['queue_id']}): {q['error']}" for q in self.failed]
+        return out
+
+
+@dataclass
+class VerifyResult:
+    """What --verify found: per-queue counts and the first differences (unexplained first)."""
+
+    queues: list[dict] = field(default_factory=list)
+    first: list[dict] = field(default_factory=list)
+
+    def total(self, key: str) -> int:
+        """A count summed over the queues."""
+        return sum(q[key] for q in self.queues)
+
+    @property
+    def differences(self) -> int:
+        """Rows of queue_diff."""
+        return self.total("missing") + self.total("extra") + self.total("differs")
+
+    def lines(self, shown_queues: int = 20) -> list[str]:
+        """Summary lines: totals, the queues with differences, the first differences."""
+        head = (f"verify against the dump's consume queues: {len(self.queues)} queues, {self.total('dump_units'):,} "
+                f"units in the dump, {self.total('rebuild_units'):,} rebuilt")
+        n = self.differences
+        if not n:
+            return [head + ": no difference"]
+        unexplained = n - self.total("explained")
+        bad = [q for q in self.queues if q["missing"] + q["extra"] + q["differs"]]
+        out = [head + f": {n:,} differences in {len(bad)} queues ({self.total('missing'):,} missing, "
+               f"{self.total('extra'):,} extra, {self.total('differs'):,} differ; {self.total('explained'):,} "
+               f"bitmap differences explained by the rule, {unexplained:,} unexplained)"]
+        bad.sort(key=lambda q: (q["differs"] + q["missing"] + q["extra"] == q["explained"], q["topic"],
+                                q["queue_id"]))
+        for q in bad[:shown_queues]:
+            out.append(f"  ({q['topic']}, {q['queue_id']}): {q['dump_units']:,} units in the dump, "
+                       f"{q['rebuild_units']:,} rebuilt: {q['missing']:,} missing, {q['extra']:,} extra, "
+                       f"{q['differs']:,} differ" + (f" ({q['explained']:,} explained)" if q["explained"] else ""))
+        if len(bad) > shown_queues:
+            out.append(f"  ... and {len(bad) - shown_queues} more queues (table queue_diff)")
+        out.append("first differences (unexplained first):")
+        for d in self.first:
+            what = f"{d['kind']} [{', '.join(d['fields'])}]" if d["fields"] else d["kind"]
+            out.append(f"  ({d['topic']}, {d['queue_id']}) offset {d['queue_offset']}: {what}"
+                       f"{' (explained)' if d['explained'] else ''}: {d['reason']}")
+        return out
 
 
 @dataclass
@@ -106,6 +184,8 @@ class Summary:
     seconds: float = 0.0
     ext: bool = False
     calc_bitmap: bool = False
+    export: ExportResult | None = None
+    verify: VerifyResult | None = None
 
     def lines(self) -> list[str]:
         """The human summary."""
@@ -126,6 +206,10 @@ class Summary:
         if self.added_filters:
             out.append(f"registered from the subscriptions file with bornTime 0 (live for every message): "
                        f"{', '.join(self.added_filters)}")
+        if self.export is not None:
+            out += self.export.lines()
+        if self.verify is not None:
+            out += self.verify.lines()
         out += [f"issue: {i}" for i in self.issues]
         out += [f"table {t}: {p}" for t, p in self.tables.items()]
         out.append(f"time {self.seconds:.1f} s, {rate:,.0f} records/s, {mb:.1f} MB/s")
@@ -141,7 +225,7 @@ def parser() -> argparse.ArgumentParser:
                     "consumer_filters and dump_files under the warehouse. Re-running a dump replaces its rows.")
     p.add_argument("--store", required=True, metavar="DIR",
                    help="the dump: a broker store root holding commitlog/ (and config/consumerFilter.json for "
-                        "the SQL92 registrations; consumequeue/ and consumequeue_ext/ are not read)")
+                        "the SQL92 registrations; consumequeue/ and consumequeue_ext/ are read only by --verify)")
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="directory (or Hadoop URI) of the Delta tables, one per table: <warehouse>/<table>")
     p.add_argument("--dump-id", metavar="ID",
@@ -169,6 +253,16 @@ def parser() -> argparse.ArgumentParser:
                         f"Parquet writers); default {DEFAULTS.relative_to(ROOT)}")
     p.add_argument("--master", metavar="URL",
                    help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
+    p.add_argument("--export-cq", metavar="DIR",
+                   help="also write the rebuilt queues as the broker's files, DIR/consumequeue/<topic>/<queueId>/ "
+                        "(and DIR/consumequeue_ext/... when enableConsumeQueueExt is on), sized by "
+                        "mappedFileSizeConsumeQueue(Ext); Spark tasks write them, so on a cluster DIR must be a "
+                        "path every executor shares. Any consumequeue/ and consumequeue_ext/ already in DIR are "
+                        "replaced once all queues are written. DIR must not be the store itself")
+    p.add_argument("--verify", action="store_true",
+                   help="compare the rebuild with the dump's own consumequeue/ and consumequeue_ext/ unit by unit, "
+                        "write the differences to the table queue_diff (this dump's rows replaced) and summarise "
+                        "them; bitmap differences are checked against the filter rule (docs/build_queues.md)")
     return p
 
 
@@ -230,9 +324,31 @@ def validate(args: argparse.Namespace) -> Inputs:
         check = defaults.get("check_crc")
     if check is None:
         check = conf.checkCRCOnRecover
+    export = None
+    if args.export_cq is not None:
+        export = _check_export_dir(args.export_cq, store.root)
+    if args.verify and not os.path.isdir(os.path.join(store.root, "consumequeue")):
+        raise InputError(f"{store.root}: --verify needs the dump's consumequeue/ directory, and it has none")
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
-                  bool(check))
+                  bool(check), export, args.verify)
 
+
+def _check_export_dir(path: str, store_root: str) -> str:
+    """The --export-cq directory, created, as an absolute path; never the store root or inside its queues."""
+    if "://" in path:
+        raise InputError(f"{path}: --export-cq takes a local or shared file system path, not a URI")
+    target = os.path.realpath(path)
+    root = os.path.realpath(store_root)
+    if target == root or any(target == os.path.join(root, sub) or target.startswith(os.path.join(root, sub) + os.sep)
+                             for sub in ("consumequeue", "consumequeue_ext", "commitlog")):
+        raise InputError(f"{path}: --export-cq must not write into the dump itself ({store_root})")
+    try:
+        os.makedirs(target, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{path}: cannot create the export directory ({e.strerror or e})") from None
+    if not os.access(target, os.W_OK):
+        raise InputError(f"{path}: the export directory is not writable")
+    return target
 
 
 def _registry(inputs: Inputs) -> RegistryLoad:
@@ -281,6 +397,97 @@ def _valid_units(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
                     else cond.when(F.col("file_base") == base, F.col("position") < limit))
         rows = rows.where(cond.otherwise(F.lit(True)))
     return rows
+
+
+def _partitions(spark: SparkSession, queues: int, units: int, per_part: int) -> int:
+    """Partitions for per-queue work: enough for the cores and the unit count, never more than the queues."""
+    return max(1, min(max(queues, 1), max(spark.sparkContext.defaultParallelism, -(-units // per_part))))
+
+
+def _export(spark: SparkSession, units: DataFrame, inputs: Inputs, summary: Summary) -> ExportResult:
+    """Write every rebuilt queue's files under a staging directory in Spark tasks (one queue at a time, streamed),
+    then swap the staged consumequeue/ and consumequeue_ext/ in for any the export directory held."""
+    conf = inputs.store.conf
+    final = inputs.export_cq
+    stage = os.path.join(final, f".export-{uuid.uuid4().hex}")
+    ctx = ExportContext(stage, conf.mappedFileSizeConsumeQueue, conf.mappedFileSizeConsumeQueueExt,
+                        conf.enableConsumeQueueExt)
+    per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
+    parts = _partitions(spark, summary.queues, summary.units, per_part)
+    try:
+        rows = (units.select(*CQ_COLUMNS).repartition(parts, "topic", "queue_id").sortWithinPartitions(*QUEUE_KEY)
+                .mapInArrow(export_queues(ctx), spark_ddl(EXPORT_SCHEMA)).collect())
+        old = os.path.join(stage, "replaced")
+        os.makedirs(old)
+        for sub in ("consumequeue", "consumequeue_ext"):
+            if os.path.exists(os.path.join(final, sub)):
+                os.rename(os.path.join(final, sub), os.path.join(old, sub))
+            if os.path.exists(os.path.join(stage, sub)):
+                os.rename(os.path.join(stage, sub), os.path.join(final, sub))
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    result = ExportResult(final, sorted((r.asDict() for r in rows), key=lambda q: (q["topic"], q["queue_id"])))
+    summary.issues += [f"--export-cq: ({q['topic']}, {q['queue_id']}) {q['error']}" for q in result.failed]
+    return result
+
+
+def _known_groups(inputs: Inputs, reg: RegistryLoad) -> tuple[str, ...]:
+    """Groups the dump knows of (subscriptionGroup.json, the registry, the subscriptions file): a bitmap bit of a
+    (group, topic) the final registry lacks can only come from one of these."""
+    groups = set(registry_groups(reg.registry)) | {s.group for s in inputs.subscriptions}
+    table = inputs.store.config("subscriptionGroup")
+    if isinstance(table, dict):
+        groups |= set((table.get("subscriptionGroupTable") or {}).keys())
+    return tuple(sorted(groups))
+
+
+def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: RegistryLoad, summary: Summary
+            ) -> VerifyResult:
+    """The dump's own queues (read in Spark tasks) joined to the rebuild per (topic, queue, offset); pairs that
+    differ become queue_diff rows (`filterlib.queuediff`), written in one commit for this dump."""
+    from functools import reduce
+
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    sc = spark.sparkContext
+    queues = inputs.store.queue_ids()
+    qdf = spark.createDataFrame(sc.parallelize(queues, max(1, min(len(queues), sc.defaultParallelism * 4))),
+                                "topic string, queue_id int")
+    dump = (qdf.mapInArrow(dump_queue_units(os.path.abspath(inputs.store.root)), spark_ddl(DUMP_UNITS_SCHEMA))
+            .persist(StorageLevel.MEMORY_AND_DISK))
+    r = units.select(*QUEUE_KEY, F.lit(True).alias("r_present"), *[F.col(c).alias(f"r_{c}") for c in FIELDS])
+    d = dump.select(*QUEUE_KEY, F.lit(True).alias("d_present"),
+                    *[F.col(c).alias(f"d_{c}") for c in (*FIELDS, "cq_tags_field")])
+    same = reduce(lambda a, b: a & b, [F.col(f"r_{c}").eqNullSafe(F.col(f"d_{c}")) for c in FIELDS])
+    pairs = (r.join(d, on=QUEUE_KEY, how="full_outer")
+             .where(F.col("r_present").isNull() | F.col("d_present").isNull() | ~same)
+             .fillna(False, subset=["r_present", "d_present"]))
+    ctx = VerifyContext(registry_spec(reg.registry), _known_groups(inputs, reg))
+    diff = (pairs.mapInArrow(diff_units(ctx), spark_ddl(DIFF_SCHEMA))
+            .persist(StorageLevel.MEMORY_AND_DISK))
+    per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
+    rows = diff.count()
+    summary.tables["queue_diff"] = replace_dump(
+        diff.select(F.lit(inputs.dump_id).alias("dump_id"), *DIFF_SCHEMA.names)
+        .repartitionByRange(max(1, -(-rows // per_part)), *QUEUE_KEY).sortWithinPartitions(*QUEUE_KEY),
+        inputs.warehouse, "queue_diff", inputs.dump_id)
+    zero = {"dump_units": 0, "rebuild_units": 0, "missing": 0, "extra": 0, "differs": 0, "explained": 0}
+    counts: dict[tuple[str, int], dict] = {key: dict(zero) for key in queues}  # a queue without valid units too
+    for row in dump.groupBy("topic", "queue_id").count().collect():
+        counts.setdefault((row.topic, row.queue_id), dict(zero))["dump_units"] = row["count"]
+    for row in units.groupBy("topic", "queue_id").count().collect():
+        counts.setdefault((row.topic, row.queue_id), dict(zero))["rebuild_units"] = row["count"]
+    for row in diff.groupBy("topic", "queue_id").agg(
+            *[F.sum((F.col("kind") == k).cast("long")).alias(k) for k in ("missing", "extra", "differs")],
+            F.sum(F.col("explained").cast("long")).alias("explained")).collect():
+        counts.setdefault((row.topic, row.queue_id), dict(zero)).update(
+            {k: row[k] for k in ("missing", "extra", "differs", "explained")})
+    first = [row.asDict() for row in diff.orderBy("explained", *QUEUE_KEY).limit(10).collect()]
+    diff.unpersist()
+    dump.unpersist()
+    return VerifyResult(sorted(({"topic": t, "queue_id": q, **c} for (t, q), c in counts.items()),
+                               key=lambda q: (q["topic"], q["queue_id"])), first)
 
 
 def _rows_written(spark: SparkSession, path: str) -> int | None:
@@ -365,6 +572,14 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
              .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY).sortWithinPartitions(*QUEUE_KEY))
     summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id)
     log.info("wrote consume_queue: %d units", summary.units)
+    if inputs.export_cq is not None:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: export consume queues")
+        summary.export = _export(spark, units, inputs, summary)
+        log.info("exported %d queues to %s", len(summary.export.queues), inputs.export_cq)
+    if inputs.verify:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: verify against the dump's consume queues")
+        summary.verify = _verify(spark, units, inputs, reg, summary)
+        log.info("verified: %d differences", summary.verify.differences)
     for df in decoded:
         df.unpersist()
 

@@ -8,6 +8,11 @@ Two kinds of task, so that no decoded body ever has to be cached by Spark:
   split's SplitReport as JSON (every other column null): the driver collects only those.
 - `messages`: decode with bodies and emit every record that starts before the file's valid end (known from the
   reports by then), for the messages table.
+
+And the tasks of the two options: `export_queues` (`--export-cq`: one queue's sorted units streamed into its
+consumequeue and consumequeue_ext files by `filterlib.cqexport.QueueWriter`), `dump_queue_units` and `diff_units`
+(`--verify`: the dump's own queues read as the pull reads them, and joined pairs turned into queue_diff rows by
+`filterlib.queuediff`).
 """
 
 from __future__ import annotations
@@ -15,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filterlib.cqexport import QueueGap, QueueWriter
 from filterlib.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
+from filterlib.queuediff import diff_batch, read_dump_queue
 from filterlib.store.scan import SCHEMA, RangeScan, ScanOptions, SplitReport
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, keep_below long"
@@ -28,8 +36,13 @@ UNITS_SCHEMA = pa.schema([pa.field("file_base", pa.int64()), pa.field("position"
                           pa.field("report", pa.string())])
 MESSAGES_SCHEMA = SCHEMA
 
+EXPORT_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("first_offset", pa.int64()),
+                           ("units", pa.int64()), ("cq_files", pa.int32()), ("ext_files", pa.int32()),
+                           ("bytes", pa.int64()), ("error", pa.string())])
+
 _SPARK_TYPES = {pa.int64(): "long", pa.int32(): "int", pa.string(): "string", pa.binary(): "binary",
-                pa.bool_(): "boolean", pa.map_(pa.string(), pa.string()): "map<string,string>"}
+                pa.bool_(): "boolean", pa.map_(pa.string(), pa.string()): "map<string,string>",
+                pa.list_(pa.string()): "array<string>"}
 
 
 def spark_ddl(schema: pa.Schema) -> str:
@@ -117,6 +130,99 @@ def messages(ctx: TaskContext):
                         batch = batch.filter(keep)
                 if batch.num_rows:
                     yield batch
+
+    return run
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportContext:
+    """Where and how `export_queues` writes: the root of consumequeue/ and consumequeue_ext/, the broker's mapped
+    file sizes (mappedFileSizeConsumeQueue, mappedFileSizeConsumeQueueExt) and whether ext is on."""
+
+    root: str
+    cq_file_size: int
+    ext_file_size: int
+    ext: bool
+
+
+def export_queues(ctx: ExportContext):
+    """The mapInArrow function writing the files of the queues in a partition (rows clustered by queue and sorted
+    by queue offset); emits one EXPORT_SCHEMA row per queue. A queue whose offsets are not consecutive is not
+    written (its row says why)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        done: list[dict] = []
+        key = None
+        writer: QueueWriter | None = None
+        error: str | None = None
+
+        def finish() -> None:
+            if writer is None:
+                return
+            if error is None:
+                writer.close()
+            done.append({"topic": key[0], "queue_id": key[1], "first_offset": writer.first_offset,
+                         "units": writer.units, "cq_files": len(writer.cq_files), "ext_files": len(writer.ext_files),
+                         "bytes": writer.bytes, "error": error})
+
+        for batch in batches:
+            n = batch.num_rows
+            if not n:
+                continue
+            topic, qid = batch.column("topic"), batch.column("queue_id")
+            change = pc.or_(pc.not_equal(topic.slice(1), topic.slice(0, n - 1)),
+                            pc.not_equal(qid.slice(1), qid.slice(0, n - 1)))
+            cuts = [0, *(np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1).tolist(), n]
+            for s, e in pairwise(cuts):
+                k = (topic[s].as_py(), qid[s].as_py())
+                if k != key:
+                    finish()
+                    key, error = k, None
+                    writer = QueueWriter(ctx.root, k[0], k[1], ctx.cq_file_size, ctx.ext_file_size, ctx.ext)
+                if error is not None:
+                    continue
+                part = batch.slice(s, e - s)
+                try:
+                    writer.add(*(part.column(c) for c in ("queue_offset", "commit_log_offset", "size", "tags_code",
+                                                          "msg_store_time", "filter_bitmap")))
+                except QueueGap as gap:
+                    writer.abort()
+                    error = f"not written: {gap} (a record of the queue is missing or repeated)"
+        finish()
+        if done:
+            yield pa.RecordBatch.from_pylist(done, schema=EXPORT_SCHEMA)
+
+    return run
+
+
+def dump_queue_units(store_root: str):
+    """The mapInArrow function reading the dump's own queues (rows: topic, queue_id) as the pull reads them."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for tasks in batches:
+            for t in tasks.to_pylist():
+                yield from read_dump_queue(store_root, t["topic"], t["queue_id"])
+
+    return run
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyContext:
+    """What `diff_units` needs: the registry the rebuild used (as `registry_spec`) and the groups the dump knows."""
+
+    registry: dict
+    groups: tuple[str, ...]
+
+
+def diff_units(ctx: VerifyContext):
+    """The mapInArrow function turning joined (rebuild, dump) unit pairs into queue_diff rows."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        registry = registry_from_spec(ctx.registry)
+        for batch in batches:
+            out = diff_batch(batch, registry, ctx.groups)
+            if out.num_rows:
+                yield out
 
     return run
 

@@ -2,7 +2,10 @@
 the Delta tables equal the harness truth row for row (messages vs listing.json, consume_queue re-encoded vs the
 broker's consumequeue/ext files, consumer_filters vs the broker's registry, dump_files vs its commit log walk), a
 second run leaves them identical, a damaged commitlog file is reported with its offset and reason while the others
-still load, a split that loses sync falls back to a whole-file decode, and bad input is one line and exit 2."""
+still load, a split that loses sync falls back to a whole-file decode, and bad input is one line and exit 2.
+--export-cq writes the broker's consumequeue/ext files byte for byte; --verify finds no difference on an untouched
+dump, names every tampered unit and field, and explains the bitmap differences of registrations changed
+mid-stream by the rule."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import scenarios
 
 from filterlib.cqexport import encode_queue
 from filterlib.store import commitlog as cl
+from filterlib.store import consumequeue_ext as ext_mod
 from filterlib.store.properties import encode_properties
 from jobs import build_queues
 from jobs.delta_io import read_dump, table_path
@@ -233,6 +237,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, tag_run, capsys) -> None:
     bad_json.write_text('[{"group": "G", "topic": "T", "typo": 1}]')
     bad_conf = tmp_path / "broker.conf"
     bad_conf.write_text("messageDelayLevel=1s \\u12\n")
+    bare = tmp_path / "bare"
+    shutil.copytree(os.path.join(tag_run["store"], "commitlog"), bare / "commitlog")
     cases = [
         (["--store", str(tmp_path / "nowhere"), "--warehouse", wh], "store directory not found"),
         (["--store", tag_run["store"], "--warehouse", wh, "--broker-conf", str(tmp_path / "missing.conf")],
@@ -242,6 +248,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, tag_run, capsys) -> None:
          "entry 0 (group 'G', topic 'T'): unknown key(s) 'typo'"),
         (["--store", str(tmp_path), "--warehouse", wh], "no commitlog files"),
         (["--store", tag_run["store"], "--warehouse", wh, "--dump-id", "a'b"], "dump id \"a'b\""),
+        (["--store", str(bare), "--warehouse", wh, "--verify"], "--verify needs the dump's consumequeue/"),
+        (["--store", tag_run["store"], "--warehouse", wh, "--export-cq", tag_run["store"]],
+         "must not write into the dump itself"),
+        (["--store", tag_run["store"], "--warehouse", wh, "--export-cq",
+          os.path.join(tag_run["store"], "consumequeue", "x")], "must not write into the dump itself"),
     ]
     for argv, message in cases:
         assert build_queues.main(argv) == 2
@@ -255,9 +266,236 @@ def test_command_line_help_and_exit_code() -> None:
     help_text = subprocess.run([sys.executable, "-m", "jobs.build_queues", "--help"], capture_output=True,
                                text=True, cwd=ROOT, env=env, check=True).stdout
     for flag in ("--store", "--warehouse", "--dump-id", "--broker-conf", "--subscriptions", "--split-bytes",
-                 "--check-crc", "--no-check-crc", "--defaults", "--master"):
+                 "--check-crc", "--no-check-crc", "--defaults", "--master", "--export-cq", "--verify"):
         assert flag in help_text
     proc = subprocess.run([sys.executable, "-m", "jobs.build_queues", "--store", "/nonexistent/store",
                            "--warehouse", "/tmp/unused-warehouse"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("build_queues: error: store directory not found") and proc.stderr.count("\n") == 1
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under root: {relative path: bytes}."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _broker_queue_files(store: str, ext: bool) -> dict[str, bytes]:
+    subs = ("consumequeue", "consumequeue_ext") if ext else ("consumequeue",)
+    return {k: v for k, v in _tree(Path(store)).items() if k.split("/")[0] in subs}
+
+
+def diff_rows(spark, warehouse: str, dump_id: str) -> list[dict]:
+    return rows(spark, warehouse, "queue_diff", dump_id, ["topic", "queue_id", "queue_offset"])
+
+
+def test_export_and_verify_on_an_untouched_dump(spark, tag_run, warehouse, tmp_path) -> None:
+    """--export-cq writes consumequeue/ and consumequeue_ext/ equal to the broker's files byte for byte (every
+    file, every name), replacing what the directory held; --verify on the same untouched dump reports no
+    difference, counts every unit of every queue directory on both sides, and writes no queue_diff row."""
+    export = tmp_path / "export"
+    (export / "consumequeue" / "STALE" / "0").mkdir(parents=True)
+    (export / "consumequeue" / "STALE" / "0" / "00000000000000000000").write_bytes(b"old")
+    s = run_job(spark, tag_run["store"], warehouse, "--broker-conf", tag_run["conf"], "--split-bytes", "1500",
+                "--dump-id", "tagv", "--export-cq", str(export), "--verify")
+    broker = _broker_queue_files(tag_run["store"], ext=True)
+    assert len(broker) > 20 and any(k.startswith("consumequeue_ext/") for k in broker)
+    assert _tree(export) == broker
+    with_cq = [r for r in tag_run["listing"]["records"] if r["cq"] is not None]
+    queues = {(r["topic"], r["queueId"]) for r in with_cq}
+    assert {(q["topic"], q["queue_id"]) for q in s.export.queues} == queues and not s.export.failed
+    assert sum(q["units"] for q in s.export.queues) == len(with_cq)
+
+    v = s.verify
+    assert v.differences == 0 and diff_rows(spark, warehouse, "tagv") == []
+    assert {(q["topic"], q["queue_id"]) for q in v.queues} == queues
+    assert v.total("dump_units") == v.total("rebuild_units") == len(with_cq)
+    assert any(line.endswith(": no difference") for line in s.lines())
+
+
+def _unit_at(store: Path, topic: str, qid: int, offset: int, cq_size: int) -> tuple[Path, int]:
+    """The consumequeue file and byte position of a queue offset's unit."""
+    byte = offset * 20
+    start = byte - byte % cq_size
+    return store / "consumequeue" / topic / str(qid) / cl.file_name(start), byte - start
+
+
+def test_verify_names_each_tampered_unit_and_field(spark, tag_run, warehouse, tmp_path) -> None:
+    """A copy of the dump with its queues tampered with, five ways: a unit's size, a unit's tagsCode field (an ext
+    address replaced by a plain code), a set bit of an ext bitmap cleared, the last unit of a queue zeroed, and a
+    unit appended after a queue's end. queue_diff holds exactly those five units, each with its kind and fields,
+    the dump's tampered value and the rebuild's, which is the harness listing's (MessageDecoder and the broker's
+    own queue entry); the bitmap difference is not explained by the rule. Nothing else differs."""
+    store = tmp_path / "tampered"
+    shutil.copytree(tag_run["store"], store)
+    st = tag_run["report"]["store"]
+    cq_size, ext_size = st["mappedFileSizeConsumeQueue"], st["mappedFileSizeConsumeQueueExt"]
+    truth = {(r["topic"], r["queueId"], r["queueOffset"]): r for r in tag_run["listing"]["records"]
+             if r["cq"] is not None}
+
+    def patch(path: Path, pos: int, data: bytes) -> None:
+        b = bytearray(path.read_bytes())
+        b[pos:pos + len(data)] = data
+        path.write_bytes(bytes(b))
+
+    topic = scenarios.TOPIC
+    size_key = (topic, 0, 5)
+    path, pos = _unit_at(store, *size_key, cq_size)
+    patch(path, pos + 8, (truth[size_key]["size"] + 1).to_bytes(4, "big"))
+
+    tags_key = (topic, 1, 7)
+    path, pos = _unit_at(store, *tags_key, cq_size)
+    patch(path, pos + 12, (12345).to_bytes(8, "big", signed=True))
+
+    bitmap_key = next(k for k, r in sorted(truth.items()) if k[:2] == (topic, 0) and k != size_key
+                      and r["cq"]["ext"]["bitmapHex"] and int(r["cq"]["ext"]["bitmapHex"], 16))
+    bitmap = bytes.fromhex(truth[bitmap_key]["cq"]["ext"]["bitmapHex"])
+    byte = next(i for i, b in enumerate(bitmap) if b)
+    flipped = bitmap[:byte] + bytes([bitmap[byte] & (bitmap[byte] - 1)]) + bitmap[byte + 1:]  # lowest set bit off
+    real = ext_mod.undecorate(int(truth[bitmap_key]["cq"]["tagsCodeRaw"]))
+    ext_file = store / "consumequeue_ext" / topic / "0" / cl.file_name(real - real % ext_size)
+    patch(ext_file, real % ext_size + 20, flipped)
+
+    half = "RMQ_SYS_TRANS_HALF_TOPIC"
+    last_key = max(k for k in truth if k[:2] == (half, 0))
+    path, pos = _unit_at(store, *last_key, cq_size)
+    patch(path, pos, bytes(20))
+
+    copy_of = max(k for k in truth if k[:2] == (topic, 0))
+    extra_key = (topic, 0, copy_of[2] + 1)
+    src, src_pos = _unit_at(store, *copy_of, cq_size)
+    path, pos = _unit_at(store, *extra_key, cq_size)
+    assert path == src  # room in the queue's last file
+    patch(path, pos, src.read_bytes()[src_pos:src_pos + 20])
+
+    s = run_job(spark, str(store), warehouse, "--broker-conf", tag_run["conf"], "--dump-id", "tampered",
+                "--verify")
+    got = {(d["topic"], d["queue_id"], d["queue_offset"]): d for d in diff_rows(spark, warehouse, "tampered")}
+    tags_truth = truth[tags_key]["cq"]
+    tags_fields = [f for f, differs in (("tags_code", int(tags_truth["tagsCode"]) != 12345),
+                                        ("msg_store_time", True),
+                                        ("filter_bitmap", tags_truth["ext"]["bitmapHex"] is not None)) if differs]
+    assert {k: (d["kind"], d["fields"]) for k, d in got.items()} == {
+        size_key: ("differs", ["size"]), tags_key: ("differs", tags_fields),
+        bitmap_key: ("differs", ["filter_bitmap"]), last_key: ("missing", []), extra_key: ("extra", [])}
+    assert not any(d["explained"] for d in got.values())
+
+    d = got[size_key]
+    assert (d["dump_size"], d["rebuild_size"]) == (truth[size_key]["size"] + 1, truth[size_key]["size"])
+    assert "size" in d["reason"]
+    d = got[tags_key]
+    assert (d["dump_cq_tags_field"], d["dump_tags_code"], d["dump_msg_store_time"]) == (12345, 12345, None)
+    assert (d["rebuild_tags_code"], d["rebuild_msg_store_time"]) == \
+        (int(tags_truth["tagsCode"]), tags_truth["ext"]["msgStoreTime"])
+    d = got[bitmap_key]
+    assert (d["dump_filter_bitmap"], d["rebuild_filter_bitmap"]) == (flipped, bitmap)
+    assert "NOT explained by the rule" in d["reason"]
+    d = got[last_key]
+    assert d["dump_commit_log_offset"] is None and d["rebuild_commit_log_offset"] == truth[last_key]["physicalOffset"]
+    d = got[extra_key]
+    assert d["rebuild_commit_log_offset"] is None and d["dump_commit_log_offset"] == truth[copy_of]["physicalOffset"]
+
+    v = s.verify
+    assert (v.total("missing"), v.total("extra"), v.total("differs"), v.total("explained")) == (1, 1, 3, 0)
+    text = "\n".join(s.lines())
+    for (t, q, o), d in got.items():
+        assert f"({t}, {q}) offset {o}: {d['kind']}" in text
+    assert "5 differences in 3 queues" in text and "5 unexplained" in text
+
+
+def _harness_run(sc: dict, tmp_path_factory) -> dict:
+    out = refharness.write_store(sc)
+    report = json.loads((out / "report.json").read_text())
+    conf = broker_conf(tmp_path_factory.mktemp("conf") / "broker.conf", report["broker"], report["store"])
+    return {"out": out, "store": str(out / "store"), "report": report, "conf": conf, "scenario": sc,
+            "listing": json.loads((out / "listing.json").read_text())}
+
+
+def test_verify_explains_registrations_changed_mid_stream(spark, warehouse, tmp_path_factory) -> None:
+    """varied_scenario(1) registers, changes and removes SQL92 filters between messages, so the dump's bitmaps hold
+    bits the rule cannot know of. queue_diff holds exactly the units whose broker bitmap (the harness listing)
+    differs from the rebuilt one, each a bitmap-only difference explained by the rule, and each explanation names
+    a (group, topic) the broker really held at dispatch that the final registry hides (replayed from the harness
+    report as in test_dispatch)."""
+    from test_dispatch import _hidden_at_dispatch, load_registry
+
+    run = _harness_run(scenarios.varied_scenario(1), tmp_path_factory)
+    assert run["report"]["broker"]["enableConsumeQueueExt"]
+    s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--dump-id", "varied1", "--verify")
+    truth = {(r["topic"], r["queueId"], r["queueOffset"]): r for r in run["listing"]["records"] if r["cq"]}
+    rebuilt = {(u["topic"], u["queue_id"], u["queue_offset"]): u["filter_bitmap"]
+               for u in rows(spark, warehouse, "consume_queue", "varied1", ["topic"])}
+    assert set(rebuilt) == set(truth)
+    broker = {k: None if r["cq"]["ext"]["bitmapHex"] is None else bytes.fromhex(r["cq"]["ext"]["bitmapHex"])
+              for k, r in truth.items()}
+    differing = {k for k in truth if rebuilt[k] != broker[k]}
+    diffs = diff_rows(spark, warehouse, "varied1")
+    assert {(d["topic"], d["queue_id"], d["queue_offset"]) for d in diffs} == differing and len(differing) > 10
+    hidden = _hidden_at_dispatch(run, load_registry(run["store"], run["report"]["broker"]))
+    for d in diffs:
+        k = (d["topic"], d["queue_id"], d["queue_offset"])
+        assert (d["kind"], d["fields"], d["explained"]) == ("differs", ["filter_bitmap"], True), d["reason"]
+        assert (d["dump_filter_bitmap"], d["rebuild_filter_bitmap"]) == (broker[k], rebuilt[k])
+        held, _ = hidden[truth[k]["physicalOffset"]]
+        assert any(f"({g}, {t})" in d["reason"] for g, t in held), (d["reason"], held)
+    assert s.verify.total("explained") == len(diffs) and s.verify.total("differs") == len(diffs)
+    assert f"{len(diffs)} bitmap differences explained by the rule, 0 unexplained" in "\n".join(s.lines())
+
+
+def test_export_and_verify_without_ext(spark, warehouse, tmp_path, tmp_path_factory) -> None:
+    """varied_scenario(2) runs the broker with ConsumeQueueExt off (retry, delayed and transactional records, three
+    topics): the export is the broker's consumequeue/ byte for byte and no consumequeue_ext/; verify finds no
+    difference."""
+    run = _harness_run(scenarios.varied_scenario(2), tmp_path_factory)
+    assert not run["report"]["broker"]["enableConsumeQueueExt"]
+    export = tmp_path / "export"
+    s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--dump-id", "varied2",
+                "--split-bytes", "3000", "--export-cq", str(export), "--verify")
+    broker = _broker_queue_files(run["store"], ext=False)
+    assert len(broker) > 10 and _tree(export) == broker and not (export / "consumequeue_ext").exists()
+    assert s.verify.differences == 0 and s.verify.total("dump_units") == s.units > 100
+    assert diff_rows(spark, warehouse, "varied2") == []
+
+
+def test_queue_writer_streams_the_bytes_encode_queue_makes(tmp_path) -> None:
+    """(Internal consistency, no harness: encode_queue itself is held to the broker's files above and in
+    test_dispatch.) QueueWriter fed in random slices writes the files encode_queue returns: pre-blank units before
+    a first offset that is not 0, CQ and ext file rollover (tiny mapped sizes), units without an ext unit, bitmaps
+    of several widths and none; a queue with a gap raises QueueGap and abort leaves no file."""
+    import random
+
+    import pyarrow as pa
+
+    from filterlib.cqexport import QueueGap, QueueWriter
+
+    rng = random.Random(7)
+    for trial in range(150):
+        n = rng.randint(1, 90)
+        first = rng.choice([0, rng.randint(1, 40)])
+        ext = rng.random() < 0.75
+        width = rng.choice([0, 1, 4, 14])
+        cols = ([first + i for i in range(n)], [rng.randint(0, 1 << 40) for _ in range(n)],
+                [rng.randint(1, 5000) for _ in range(n)], [rng.randint(-(1 << 31), (1 << 31) - 1) for _ in range(n)],
+                [rng.randint(0, 1 << 41) if rng.random() < 0.9 else None for _ in range(n)])
+        bitmaps = [bytes(rng.randrange(256) for _ in range(width)) if t is not None and width and rng.random() < 0.7
+                   else None for t in cols[4]]
+        cq_size, ext_size = rng.choice([20, 100, 210, 6000]), rng.choice([64, 100, 512])
+        want = encode_queue(*cols, bitmaps, cq_size, ext_size, ext)
+        root = tmp_path / str(trial)
+        w = QueueWriter(str(root), "T", 3, cq_size, ext_size, ext)
+        i = 0
+        while i < n:
+            k = rng.randint(1, 25)
+            w.add(*(pa.array(c[i:i + k], t) for c, t in zip((*cols, bitmaps), (
+                pa.int64(), pa.int64(), pa.int32(), pa.int64(), pa.int64(), pa.binary()), strict=True)))
+            i += k
+        w.close()
+        assert _tree(root / "consumequeue" / "T" / "3") == want.cq
+        assert (_tree(root / "consumequeue_ext" / "T" / "3") if ext else {}) == want.ext
+        assert not (root / "consumequeue_ext").exists() or ext
+
+    w = QueueWriter(str(tmp_path / "gap"), "T", 0, 100, 512, True)
+    w.add([0, 1, 2], [0, 10, 20], [10, 10, 10], [1, 2, 3], pa.array([5, 6, 7]), pa.array([None] * 3, pa.binary()))
+    with pytest.raises(QueueGap, match="queue offset 4 where 3 was expected"):
+        w.add([4], [30], [10], [4], pa.array([8]), pa.array([None], pa.binary()))
+    w.abort()
+    assert _tree(tmp_path / "gap") == {}
