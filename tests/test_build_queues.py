@@ -499,3 +499,56 @@ def test_queue_writer_streams_the_bytes_encode_queue_makes(tmp_path) -> None:
         w.add([4], [30], [10], [4], pa.array([8]), pa.array([None], pa.binary()))
     w.abort()
     assert _tree(tmp_path / "gap") == {}
+
+
+def test_a_run_killed_while_writing_leaves_each_table_whole_and_the_next_run_completes(spark, tag_run, tmp_path
+                                                                                      ) -> None:
+    """A clean run, then `python -m jobs.build_queues` on a smaller copy of the dump (its last commitlog file
+    removed) under the same dump id, killed with SIGKILL as soon as the first data file of its messages write
+    appears: messages still holds the clean run's rows (the write's files are there, its commit is not), every
+    other table holds either the clean run's rows or the smaller dump's, never a mix or a duplicate; the next
+    run then leaves every table equal to the clean run's."""
+    import signal
+    import time
+
+    wh = str(tmp_path / "wh")
+    clean_args = ("--broker-conf", tag_run["conf"], "--dump-id", "kill")
+    run_job(spark, tag_run["store"], wh, *clean_args)
+    clean = {t: rows(spark, wh, t, "kill", ["dump_id"] + _key(t)) for t in TABLES}
+    smaller = tmp_path / "smaller"
+    shutil.copytree(tag_run["store"], smaller)
+    last = sorted((smaller / "commitlog").iterdir())[-1]
+    last.unlink()
+    msg_dir = Path(wh) / "messages"
+    before = {p.name for p in msg_dir.glob("*.parquet")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.build_queues", "--store", str(smaller), "--warehouse", wh,
+                             "--master", "local[2]", *clean_args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not {p.name for p in msg_dir.glob("*.parquet")} - before:
+            assert proc.poll() is None, "the run ended before writing messages"
+            assert time.monotonic() < deadline, "no messages data file within 5 minutes"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)  # the job and the JVM it started, nothing else
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    after = {t: rows(spark, wh, t, "kill", ["dump_id"] + _key(t)) for t in TABLES}
+    assert after["messages"] == clean["messages"]
+    small = [r for r in clean["messages"] if r["position"] < int(last.name)]
+    assert len(small) < len(clean["messages"])
+    for t in ("consume_queue", "consumer_filters", "dump_files"):
+        if after[t] != clean[t]:  # the killed run committed this table: all of the smaller dump's rows
+            assert len(after[t]) == len({tuple(r[k] for k in _key(t)) for r in after[t]})
+            if t == "consume_queue":
+                assert after[t] == [u for u in clean[t] if u["commit_log_offset"] < int(last.name)]
+            if t == "dump_files":
+                assert [f["path"] for f in after[t]] == [f["path"] for f in clean[t]][:-1]
+
+    run_job(spark, tag_run["store"], wh, *clean_args)
+    assert {t: rows(spark, wh, t, "kill", ["dump_id"] + _key(t)) for t in TABLES} == clean
