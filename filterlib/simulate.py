@@ -53,14 +53,16 @@ DECISIONS_SCHEMA = pa.schema([
     ("reason", pa.string()),
     ("cq_reason", pa.string()),
     ("detail", pa.string()),
+    ("sql_value", pa.string()),
     ("bloom_false_positive", pa.bool_()),
     ("bloom_tested", pa.bool_()),
     ("filter_bitmap", pa.binary()),
     ("pull_index", pa.int32()),
 ])
 """Per (plan, scanned unit): the outcome, the layer and branch that decided, the consume-queue branch, the detail
-(SQL value, or "JavaClass: message" of an evaluation error), the bloom flags, the bitmap the bloom layer read, and
-the index of the pull that filtered the unit."""
+(SQL value, or "JavaClass: message" of an evaluation error, where the commit-log layer decided), the SQL92 value
+wherever the commit-log layer evaluated one (TRUE, FALSE, NULL or ERROR; null where it evaluated none), the bloom
+flags, the bitmap the bloom layer read, and the index of the pull that filtered the unit."""
 
 PULLS_SCHEMA = pa.schema([
     ("plan", pa.int32()),
@@ -202,25 +204,36 @@ def _names(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(list(names))).cast(pa.string())
 
 
+_SQL_VALUES = pa.array(["FALSE", "TRUE", "NULL", "ERROR"])
+
+
+def _sql_values(state: np.ndarray) -> pa.Array:
+    codes = pa.array(state.astype(np.int32), mask=state < 0)
+    return pa.DictionaryArray.from_arrays(codes, _SQL_VALUES).cast(pa.string())
+
+
 def _decision_table(plan: int, units: pa.Table, d: Decisions, unit_call: np.ndarray) -> pa.Table:
     rows = np.flatnonzero(unit_call >= 0)
+    k = len(rows)
     take = pa.array(rows)
     tested = d.bloom_tested()[rows]
     bitmaps = units.column("filter_bitmap").take(take)
     if not tested.all():
-        bitmaps = pc.if_else(pa.array(tested), bitmaps, pa.nulls(len(rows), pa.binary()))
-    tags_code = units.column("tags_code").take(take)
+        bitmaps = pc.if_else(pa.array(tested), bitmaps, pa.nulls(k, pa.binary()))
     legal = pc.fill_null(units.column("tags_code_legal").take(take), False)
-    details = [d.detail(int(i)) for i in rows.tolist()] if (d.sql_state[rows] >= 0).any() else None
-    cols = [pa.array(np.full(len(rows), plan, dtype=np.int32)), units.column("queue_offset").take(take),
-            units.column("commit_log_offset").take(take), units.column("size").take(take),
-            pc.if_else(legal, tags_code, pa.nulls(len(rows), pa.int64())),
-            _names(d.outcome[rows], OUTCOMES), _names(d.layer[rows], LAYERS), _names(d.reason[rows], REASONS),
-            _names(d.cq_reason[rows], REASONS), pa.array(details, pa.string()) if details else
-            pa.nulls(len(rows), pa.string()), pa.array(d.bloom_false_positive[rows]), pa.array(tested), bitmaps,
-            pa.array(unit_call[rows].astype(np.int32))]
-    return pa.Table.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols],
-                                schema=DECISIONS_SCHEMA)
+    details = [d.detail(int(i)) for i in rows.tolist()] if (d.sql_state[rows] >= 0).any() else [None] * k
+    cols = {
+        "plan": pa.array(np.full(k, plan, dtype=np.int32)),
+        "tags_code": pc.if_else(legal, units.column("tags_code").take(take), pa.nulls(k, pa.int64())),
+        "outcome": _names(d.outcome[rows], OUTCOMES), "layer": _names(d.layer[rows], LAYERS),
+        "reason": _names(d.reason[rows], REASONS), "cq_reason": _names(d.cq_reason[rows], REASONS),
+        "detail": pa.array(details, pa.string()), "sql_value": _sql_values(d.sql_state[rows]),
+        "bloom_false_positive": pa.array(d.bloom_false_positive[rows]), "bloom_tested": pa.array(tested),
+        "filter_bitmap": bitmaps, "pull_index": pa.array(unit_call[rows].astype(np.int32)),
+    }
+    for name in ("queue_offset", "commit_log_offset", "size"):
+        cols[name] = units.column(name).take(take)
+    return pa.Table.from_arrays([cols[f.name] for f in DECISIONS_SCHEMA], schema=DECISIONS_SCHEMA)
 
 
 def simulate_queue(filters: Sequence[tuple[int, mf.ExpressionMessageFilter, int, int]], units: pa.Table,

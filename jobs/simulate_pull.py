@@ -86,8 +86,8 @@ STATS_COLUMNS = [
     ("found_pulls", "long")]
 DECISION_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset",
                     "commit_log_offset", "size", "tags_code", "outcome", "layer", "reason", "cq_reason", "detail",
-                    "bloom_false_positive", "bloom_tested", "bloom_bitmap", "pull_index", "subscription_type",
-                    "expression"]
+                    "sql_value", "bloom_false_positive", "bloom_tested", "bloom_bitmap", "pull_index",
+                    "subscription_type", "expression"]
 PULL_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "pull_index", "request_offset",
                 "status", "next_begin_offset", "message_count", "filter_message_count"]
 

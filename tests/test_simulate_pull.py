@@ -18,7 +18,10 @@ import scenarios
 from test_build_queues import broker_conf
 from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
 
-from jobs import build_queues, simulate_pull
+from filterlib import sql92
+from filterlib.errors import FilterEvaluationError
+from jobs import build_queues, explain, simulate_pull
+from jobs.cli import InputError
 from jobs.delta_io import read_dump
 
 pytestmark = [pytest.mark.reference, pytest.mark.spark]
@@ -222,3 +225,66 @@ def test_command_line_help() -> None:
                           cwd=ROOT, env=env, check=True).stdout
     for flag in ("--store", "--warehouse", "--dump-id", "--broker-conf", "--subscriptions", "--from", "--queues"):
         assert flag in text
+
+
+def _explain(spark, wh: str, group: str, *key: str) -> explain.Answer:
+    args = explain.parser().parse_args(["--warehouse", wh, "--dump-id", "demo", "--group", group, *key])
+    return explain.answer(spark, explain.validate(args))
+
+
+def test_explain_names_the_layer_and_the_reason(spark, replayed) -> None:
+    """On the demo dump: for one unit of each outcome, explain (by each kind of id) states the table's outcome and
+    layer, the bloom bits or tag hashes tested, and the SQL92 value the interpreter gives on the message."""
+    wh = replayed["warehouse"]
+    decisions = rows(spark, wh, "pull_decisions", "demo", ["subscription_index", "queue_id", "queue_offset"])
+    messages = {m["commit_log_offset"]: m for m in rows(spark, wh, "messages", "demo", ["commit_log_offset"])}
+    seen = set()
+    for d in decisions:
+        kind = (d["outcome"], d["bloom_false_positive"])
+        if kind in seen or d["topic"].startswith("%RETRY%"):
+            continue
+        seen.add(kind)
+        m = messages[d["commit_log_offset"]]
+        keys = [("--queue", f"{d['topic']}:{d['queue_id']}:{d['queue_offset']}"),
+                ("--offset-msg-id", m["offset_msg_id"]), ("--msg-id", m["uniq_key"] or m["offset_msg_id"])]
+        key = keys[len(seen) % len(keys)]
+        a = _explain(spark, wh, d["consumer_group"], *key)
+        assert a.outcomes == {d["commit_log_offset"]: [d["outcome"]]}
+        text = "\n".join(a.lines())
+        assert f"{d['outcome']}, decided by the {d['layer']} layer" in text
+        assert ("bloom false positive" in text) == d["bloom_false_positive"]
+        if d["cq_reason"] in ("bloom_hit", "bloom_miss"):
+            (f,) = [f for f in rows(spark, wh, "consumer_filters", "demo", ["topic"])
+                    if (f["consumer_group"], f["topic"]) == (d["consumer_group"], d["topic"])]
+            for p in f["bloom_bit_pos"]:
+                is_set = d["bloom_bitmap"][p // 8] >> (p % 8) & 1
+                assert f"{p} {'set' if is_set else 'not set'}" in text
+        if d["sql_value"] is not None:
+            expr = d["expression"]
+            try:
+                value = {True: "TRUE", False: "FALSE", None: "NULL"}[sql92.compile(expr).evaluate(dict(m["properties"]))]
+            except FilterEvaluationError as e:
+                value = "ERROR"
+                assert e.java_class in text
+            assert value == d["sql_value"]
+            props = dict(m["properties"])
+            for name in sql92.compile(expr).referenced_properties:
+                assert (f"{name} = {props[name]!r}" if name in props else f"{name} missing") in text
+            assert (f"is {value}" in text) if value != "ERROR" else "threw" in text
+        if d["outcome"] == "TAG_CLIENT_MISMATCH":
+            assert "collision" in text or "no TAGS" in text
+    assert {o for o, _ in seen} == {"DELIVERED", "TAG_HASH_MISS", "TAG_CLIENT_MISMATCH", "BLOOM_MISS", "SQL_FALSE",
+                                    "SQL_NULL", "SQL_ERROR"}
+
+
+def test_explain_a_message_the_group_never_scanned(spark, replayed) -> None:
+    wh = replayed["warehouse"]
+    payment = next(m for m in rows(spark, wh, "messages", "demo", ["commit_log_offset"])
+                   if m["topic"] == "PaymentEvents" and m["keys"])
+    a = _explain(spark, wh, "billing-paid", "--key", payment["keys"].split(" ")[0])
+    assert payment["commit_log_offset"] in a.outcomes and a.outcomes[payment["commit_log_offset"]] is None
+    assert "does not subscribe to topic PaymentEvents" in "\n".join(a.lines())
+    assert _explain(spark, wh, "billing-paid", "--msg-id", "NO-SUCH-ID").lines() == \
+        ["no message with --msg-id NO-SUCH-ID in dump 'demo'"]
+    with pytest.raises(InputError, match="group 'nobody' has no subscription"):
+        _explain(spark, wh, "nobody", "--msg-id", "X")

@@ -1,0 +1,130 @@
+"""Plain words for one pull decision: what each filter layer saw and decided for one message and one subscription.
+
+Pure functions over plain rows (dicts shaped like the jobs' tables: a pull_decisions row, a messages row, the
+subscription's group_stats row, its consumer_filters row); `jobs.explain` looks them up and prints these lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from filterlib import sql92, tags
+from filterlib.dispatch import bit_set
+from filterlib.errors import FilterError
+from filterlib.javalang import to_int32
+
+Row = Mapping[str, Any]
+
+_CQ_WORDS = {
+    "no_subscription": "no subscription: the broker lets every unit through",
+    "class_filter": "a class-filter subscription: the broker lets every unit through (the client filters; not "
+                    "replayed)",
+    "tag_code_null": "the unit's tagsCode could not be read (null): the broker lets it through",
+    "sub_all": "the subscription is `*`: every tag passes",
+    "no_filter_data": "no compiled filter data for the subscription: the consume-queue layer passes everything",
+    "no_bloom_data": "the filter data has no bloom bits (a posted subscription, or bloom off): no bitmap test",
+    "ext_null": "the unit has no ext unit (ConsumeQueueExt off or unreadable): no bitmap test",
+    "bitmap_null": "the ext unit carries no bitmap (CalcBitMap off or no filter on the topic then): no bitmap test",
+    "bloom_data_invalid": "the filter's bloom data does not fit the broker's bloom filter: no bitmap test",
+    "bitmap_length_mismatch": "the bitmap's length differs from the filter's bit count: no bitmap test",
+    "bloom_error": "testing the bitmap failed (bit positions out of range): the unit passes",
+}
+_CL_WORDS = {
+    "no_subscription": "no subscription: nothing to evaluate",
+    "class_filter": "a class-filter subscription: the broker does not evaluate it",
+    "tag_type": "a TAG subscription: the commit-log layer has nothing to check",
+    "no_filter_data": "no compiled filter data: the commit-log layer passes everything",
+}
+_CLIENT_WORDS = {
+    "client_keep_all": "the subscription names no tag set (`*`, or SQL92): the client keeps the message",
+    "client_no_tags": "the message has no TAGS property: the client drops it (its tagsCode only matched the "
+                      "subscription's hash set by coincidence, e.g. a tag whose hash is 0)",
+    "client_tag_match": "the message's tag is one of the subscribed tags exactly: the client keeps it",
+    "client_tag_mismatch": "the message's tag is not among the subscribed tags, although its hash matched one: a "
+                           "String.hashCode collision; the client drops it",
+}
+
+
+def _props_text(props: Mapping[str, str] | None, names: frozenset[str] | set[str]) -> str:
+    props = props or {}
+    parts = [f"{n} = {props[n]!r}" if n in props else f"{n} missing" for n in sorted(names)]
+    return ", ".join(parts) if parts else "(the expression names no property)"
+
+
+def consume_queue_words(d: Row, sub: Row, filt: Row | None, message: Row | None) -> str:
+    """The consume-queue layer in words: the tag hash or the bloom bits tested, and the verdict."""
+    why = d["cq_reason"]
+    if why in ("tag_hash_hit", "tag_hash_miss"):
+        parsed = tags.parse_subscription(sub["expression"])
+        code = d["tags_code"]
+        codes = ", ".join(f"{t} → {tags.tags_code(t)}" for t in sorted(parsed.tags))
+        tag = message["tags"] if message else None
+        seen = f"the message's tag {tag!r}" if tag is not None else "the message (no tag)"
+        verdict = "in the set: passes" if why == "tag_hash_hit" else "not in the set: dropped (TAG_HASH_MISS)"
+        return (f"tag hash: {seen} has tagsCode {to_int32(code) if code is not None else None}; the subscription's "
+                f"hashes are {{{codes}}}: {verdict}")
+    if why in ("bloom_hit", "bloom_miss"):
+        positions = list((filt or {}).get("bloom_bit_pos") or [])
+        bitmap = d.get("bloom_bitmap")
+        have = bit_set(bitmap) if bitmap is not None else set()
+        tested = ", ".join(f"{p} {'set' if p in have else 'not set'}" for p in positions)
+        verdict = "all set: passes to the commit-log layer" if why == "bloom_hit" else \
+            "not all set: dropped (BLOOM_MISS), the SQL expression is never evaluated"
+        return (f"bloom bitmap ({len(bitmap) * 8 if bitmap else 0} bits, {len(have)} set by the filters that "
+                f"matched at dispatch): this filter's bits {{{tested}}}: {verdict}")
+    if why == "not_in_live":
+        born = (filt or {}).get("born_time")
+        stored = message["store_timestamp"] if message else None
+        return (f"the message was stored at {stored}, not after the filter's bornTime {born}: its bitmap cannot "
+                f"know this filter, so the bloom test is skipped (isMsgInLive)")
+    return _CQ_WORDS.get(why, why)
+
+
+def commit_log_words(d: Row, sub: Row, message: Row | None) -> str:
+    """The commit-log layer in words: the SQL92 value and the property values it came from."""
+    if d["layer"] == "consume_queue":
+        return "not reached: the consume-queue layer dropped the unit"
+    sql = d.get("sql_value")
+    if sql is None:
+        if d["layer"] == "commit_log":
+            return _CL_WORDS.get(d["reason"], d["reason"])
+        is_tag = tags.is_tag_type(sub["subscription_type"])
+        return _CL_WORDS["tag_type"] if is_tag else _CL_WORDS["no_filter_data"]
+    expr = sub["expression"]
+    try:
+        names = sql92.compile(expr).referenced_properties
+    except FilterError:
+        names = frozenset()
+    props = message["properties"] if message else None
+    values = _props_text(dict(props) if props is not None else None, names)
+    if sql == "TRUE":
+        return f"SQL92 `{expr}` is TRUE with {values}: passes"
+    if sql == "FALSE":
+        return f"SQL92 `{expr}` is FALSE with {values}: dropped (SQL_FALSE)"
+    if sql == "NULL":
+        return (f"SQL92 `{expr}` is NULL (unknown) with {values}: a comparison with a missing property is "
+                f"unknown, and the broker delivers only TRUE: dropped (SQL_NULL)")
+    cls, _, text = (d.get("detail") or "").partition(": ")
+    return (f"SQL92 `{expr}` with {values}: the expression threw {cls} ({text}), and the broker treats an "
+            f"evaluation error as no match: dropped (SQL_ERROR)")
+
+
+def client_words(d: Row) -> str:
+    """The client's exact tag re-check in words."""
+    if d["layer"] != "client":
+        return "not reached: the broker did not return the message"
+    return _CLIENT_WORDS.get(d["reason"], d["reason"])
+
+
+def explain(d: Row, sub: Row, filt: Row | None, message: Row | None) -> list[str]:
+    """Every layer's decision for one scanned unit, in the order the broker and client apply them."""
+    head = (f"{d['consumer_group']} on {d['topic']} queue {d['queue_id']} offset {d['queue_offset']} "
+            f"(commit log offset {d['commit_log_offset']}): {d['outcome']}, decided by the {d['layer']} layer"
+            f"{' — a bloom false positive' if d['bloom_false_positive'] else ''}")
+    lines = [head, f"  subscription: {sub['subscription_type']} `{sub['expression']}` ({sub['path']}, from "
+                   f"{sub['source']}); pulled by pull #{d['pull_index']} of this queue"]
+    lines.append(f"  1. consume queue: {consume_queue_words(d, sub, filt, message)}")
+    lines.append(f"  2. commit log: {commit_log_words(d, sub, message)}")
+    lines.append(f"  3. client: {client_words(d)}")
+    return lines

@@ -1,0 +1,212 @@
+"""Explain one message for one consumer group: each filter layer's decision in plain words.
+
+    python -m jobs.explain --warehouse DIR --group G [--dump-id ID]
+                           (--msg-id ID | --offset-msg-id ID | --key K | --queue TOPIC:QID:OFFSET)
+
+Reads job 1's and job 2's Delta tables with the lookups pushed down (messages by id or key, pull_decisions by
+group and commit log offset) and prints, per matching message, what the consume-queue layer, the commit-log layer
+and the client did (`filterlib.explain`); a message the group never scanned, or that does not exist, says so and
+why (no subscription to its topic, a subscription the broker refused, no consume-queue unit, a start offset past it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from filterlib.explain import explain
+from jobs.cli import ROOT, InputError, load_defaults, run_main
+from jobs.delta_io import check_dump_id, table_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DEFAULTS = ROOT / "conf" / "simulate_pull.json"
+PROG = "explain"
+MAX_MESSAGES = 20
+
+
+@dataclass
+class Inputs:
+    """The question: which group, which message (one kind of key), where the tables are."""
+
+    warehouse: str
+    group: str
+    dump_id: str | None
+    by: str
+    value: str
+    defaults: dict
+
+
+@dataclass
+class Answer:
+    """The printed lines, and per message found its outcome (None: never scanned by the group)."""
+
+    text: list[str] = field(default_factory=list)
+    outcomes: dict[int, list[str] | None] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """What is printed."""
+        return self.text
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (every flag explained in --help)."""
+    p = argparse.ArgumentParser(
+        prog="python -m jobs.explain",
+        description="Explain, for one consumer group and one message, each filter layer's decision in plain words: "
+                    "the tag hash or the bloom bits tested, the SQL92 value and the property values behind it, the "
+                    "client's tag re-check. Reads the tables job 1 and job 2 wrote.")
+    p.add_argument("--warehouse", required=True, metavar="DIR", help="the Delta warehouse of the two jobs")
+    p.add_argument("--group", required=True, metavar="G", help="the consumer group")
+    p.add_argument("--dump-id", metavar="ID",
+                   help="the dump (default: the only dump in the warehouse; required when it holds several)")
+    key = p.add_mutually_exclusive_group(required=True)
+    key.add_argument("--msg-id", metavar="ID",
+                     help="the client's msgId (MessageExt.getMsgId(): the UNIQ_KEY, else the offset msg id)")
+    key.add_argument("--offset-msg-id", metavar="ID",
+                     help="the broker's offset msg id (store host, port and commit log offset, hex)")
+    key.add_argument("--key", metavar="K", help="a message key (the KEYS property, one of its space-separated keys)")
+    key.add_argument("--queue", metavar="TOPIC:QID:OFFSET",
+                     help="a consume-queue unit: topic, queue id and queue offset")
+    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
+                   help=f"job defaults (JSON: master, spark_conf); default {DEFAULTS.relative_to(ROOT)}")
+    p.add_argument("--master", metavar="URL", help="Spark master (default: the defaults file's, else local[*])")
+    return p
+
+
+def validate(args: argparse.Namespace) -> Inputs:
+    """Check the arguments before Spark starts."""
+    defaults = load_defaults(args.defaults)
+    if args.dump_id is not None:
+        try:
+            check_dump_id(args.dump_id)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+    for by in ("msg_id", "offset_msg_id", "key", "queue"):
+        value = getattr(args, by)
+        if value is not None:
+            break
+    if by == "queue":
+        topic, _, rest = value.rpartition(":")
+        topic, _, qid = topic.rpartition(":")
+        if not topic or not qid.isdigit() or not rest.isdigit():
+            raise InputError(f"--queue {value!r}: expected TOPIC:QID:OFFSET, e.g. TradeOrder:0:42")
+    if "://" not in args.warehouse and not os.path.isdir(os.path.join(table_path(args.warehouse, "group_stats"),
+                                                                        "_delta_log")):
+        raise InputError(f"{args.warehouse}: no group_stats Delta table: run python -m jobs.simulate_pull on this "
+                         f"warehouse first")
+    return Inputs(args.warehouse, args.group, args.dump_id, by, value, defaults)
+
+
+def _table(spark: SparkSession, inputs: Inputs, name: str, dump_id: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return spark.read.format("delta").load(table_path(inputs.warehouse, name)).where(F.col("dump_id") == dump_id)
+
+
+def _dump_id(spark: SparkSession, inputs: Inputs) -> str:
+    if inputs.dump_id is not None:
+        return inputs.dump_id
+    ids = [r.dump_id for r in spark.read.format("delta").load(table_path(inputs.warehouse, "group_stats"))
+           .select("dump_id").distinct().collect()]
+    if len(ids) != 1:
+        raise InputError(f"{inputs.warehouse} holds {len(ids)} dumps ({', '.join(sorted(ids))}): pass --dump-id")
+    return ids[0]
+
+
+def answer(spark: SparkSession, inputs: Inputs) -> Answer:
+    """Look the message and the group's decisions up and put them in words."""
+    from pyspark.sql import functions as F
+
+    dump_id = _dump_id(spark, inputs)
+    out = Answer()
+    subs = [r.asDict() for r in _table(spark, inputs, "group_stats", dump_id)
+            .where(F.col("consumer_group") == inputs.group).collect()]
+    if not subs:
+        known = sorted(r.consumer_group for r in _table(spark, inputs, "group_stats", dump_id)
+                       .select("consumer_group").distinct().collect())
+        raise InputError(f"group {inputs.group!r} has no subscription in dump {dump_id!r}; groups: "
+                         f"{', '.join(known)}")
+    messages = _table(spark, inputs, "messages", dump_id)
+    cols = ["commit_log_offset", "topic", "queue_id", "queue_offset", "tags", "keys", "uniq_key", "offset_msg_id",
+            "properties", "store_timestamp", "sys_flag"]
+    if inputs.by == "queue":
+        topic, qid, offset = inputs.value.rsplit(":", 2)
+        cq = _table(spark, inputs, "consume_queue", dump_id).where(
+            (F.col("topic") == topic) & (F.col("queue_id") == int(qid)) & (F.col("queue_offset") == int(offset)))
+        offsets = [r.commit_log_offset for r in cq.select("commit_log_offset").collect()]
+        found = messages.where(F.col("commit_log_offset").isin(offsets)) if offsets else None
+        if found is None:
+            found = messages.where((F.col("topic") == topic) & (F.col("queue_id") == int(qid)) &
+                                   (F.col("queue_offset") == int(offset)))
+    elif inputs.by == "msg_id":
+        found = messages.where((F.col("uniq_key") == inputs.value) |
+                               (F.col("uniq_key").isNull() & (F.col("offset_msg_id") == inputs.value)))
+    elif inputs.by == "offset_msg_id":
+        found = messages.where(F.col("offset_msg_id") == inputs.value)
+    else:
+        found = messages.where(F.array_contains(F.split(F.col("keys"), " "), inputs.value))
+    rows = [r.asDict() for r in found.select(*cols).orderBy("commit_log_offset").limit(MAX_MESSAGES + 1).collect()]
+    label = f"--{inputs.by.replace('_', '-')} {inputs.value}"
+    if not rows:
+        out.text.append(f"no message with {label} in dump {dump_id!r}")
+        return out
+    if len(rows) > MAX_MESSAGES:
+        out.text.append(f"more than {MAX_MESSAGES} messages have {label}; the first {MAX_MESSAGES}:")
+        rows = rows[:MAX_MESSAGES]
+    filters = {(r.topic, r.consumer_group): r.asDict() for r in _table(spark, inputs, "consumer_filters", dump_id)
+               .where(F.col("consumer_group") == inputs.group).collect()}
+    by_offset = {r["commit_log_offset"]: r for r in rows}
+    decisions = [r.asDict() for r in _table(spark, inputs, "pull_decisions", dump_id)
+                 .where((F.col("consumer_group") == inputs.group) & F.col("commit_log_offset").isin(list(by_offset)))
+                 .orderBy("commit_log_offset", "subscription_index").collect()]
+    units = {r.commit_log_offset for r in _table(spark, inputs, "consume_queue", dump_id)
+             .where(F.col("commit_log_offset").isin(list(by_offset))).select("commit_log_offset").collect()}
+    for m in rows:
+        mine = [d for d in decisions if d["commit_log_offset"] == m["commit_log_offset"]]
+        out.text.append(f"message at commit log offset {m['commit_log_offset']}: topic {m['topic']}, queue "
+                         f"{m['queue_id']} offset {m['queue_offset']}, tag {m['tags']!r}, keys {m['keys']!r}, "
+                         f"msgId {m['uniq_key'] or m['offset_msg_id']}, offsetMsgId {m['offset_msg_id']}")
+        out.outcomes[m["commit_log_offset"]] = [d["outcome"] for d in mine] or None
+        if not mine:
+            out.text += ["  " + line for line in _never_scanned(m, subs, m["commit_log_offset"] in units)]
+        for d in mine:
+            sub = next(s for s in subs if s["subscription_index"] == d["subscription_index"])
+            out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m)]
+    return out
+
+
+def _never_scanned(m: dict, subs: list[dict], has_unit: bool) -> list[str]:
+    """Why a group has no decision for an existing message."""
+    if not has_unit:
+        return ["the group never scanned it: the record has no consume-queue unit (a prepared or rolled-back "
+                "transaction half, or a record past a damaged range), so no consumer can pull it"]
+    on_topic = [s for s in subs if s["topic"] == m["topic"]]
+    if not on_topic:
+        topics = ", ".join(sorted({s["topic"] for s in subs}))
+        return [f"the group never scanned it: it does not subscribe to topic {m['topic']} (it subscribes to "
+                f"{topics})"]
+    out = []
+    for s in on_topic:
+        if s["answer"] != "OK":
+            out.append(f"the group never scanned it: the broker answers its subscription `{s['expression']}` with "
+                       f"{s['answer']} ({s['answer_remark'] or s['answer_cause']}), before reading the store")
+        else:
+            out.append(f"the group's pulls (from the {s['start']} offset) never reached this unit: its offset is "
+                       f"before where the pulls started")
+    return out
+
+
+def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
+    """Parse, look up, print; bad input is one line on stderr and exit code 2."""
+    args = parser().parse_args(argv)
+    return run_main(PROG, lambda: validate(args), lambda i: PROG, lambda i: i.defaults, args.master,
+                    answer, spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
