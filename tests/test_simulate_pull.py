@@ -262,7 +262,8 @@ def test_explain_names_the_layer_and_the_reason(spark, replayed) -> None:
         if d["sql_value"] is not None:
             expr = d["expression"]
             try:
-                value = {True: "TRUE", False: "FALSE", None: "NULL"}[sql92.compile(expr).evaluate(dict(m["properties"]))]
+                result = sql92.compile(expr).evaluate(dict(m["properties"]))
+                value = {True: "TRUE", False: "FALSE", None: "NULL"}[result]
             except FilterEvaluationError as e:
                 value = "ERROR"
                 assert e.java_class in text
