@@ -1,0 +1,286 @@
+"""The run report: one self-contained HTML page per dump, read from the Delta tables of jobs 1 and 2.
+
+    python -m jobs.report --warehouse DIR --dump-id ID [--out FILE] [--top N] [--defaults FILE] [--master URL]
+
+Spark aggregates the tables of one dump_id (group_stats, pull_decisions joined to messages, consumer_filters,
+dump_files, consume_queue); only small results reach the driver (a row per subscription, per file, per topic, the
+top collisions and error classes). `jobs.report_html.render` turns them into the page: per-subscription stacked
+bars of outcomes, the bloom false-positive rate measured against the configured one, the top tag-hash collisions,
+SQL92 errors by class and group, the seeds' bitmap question per topic, the dump's damaged ranges and file
+accounting. The page is written to <warehouse>/reports/<dump_id>.html (a local warehouse) or to --out (required
+when the warehouse is a URI such as s3a:// or hdfs://).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from filterlib import tags as tagmod
+from jobs.cli import ROOT, InputError, job_logger, load_defaults, run_main
+from jobs.delta_io import check_dump_id, read_dump, table_path
+from jobs.report_html import OUTCOMES, render
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULTS = ROOT / "conf" / "report.json"
+PROG = "report"
+log = job_logger(PROG)
+TABLES = {"group_stats": "jobs.simulate_pull", "pull_decisions": "jobs.simulate_pull",
+          "messages": "jobs.build_queues", "consume_queue": "jobs.build_queues",
+          "consumer_filters": "jobs.build_queues", "dump_files": "jobs.build_queues"}
+STATS_FIELDS = ["consumer_group", "topic", "subscription_index", "subscription_type", "expression", "path", "source",
+                "answer", "answer_remark", "answer_cause", "units_scanned", "delivered", "tag_hash_miss",
+                "tag_client_mismatch", "bloom_miss", "sql_false", "sql_null", "sql_error", "tag_collisions",
+                "bloom_tested", "bloom_false_positives", "bloom_fp_rate", "configured_fp_rate", "pulls",
+                "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker"]
+FILE_FIELDS = ["path", "kind", "file_base", "size", "records", "decoded_bytes", "blank_bytes", "zero_tail_bytes",
+               "damaged_bytes", "valid_end", "end_kind", "damage_offset", "damage_global_offset", "damage_length",
+               "damage_reason", "splits", "whole_file_fallback"]
+# "JavaClass: message", the message itself often starting with the cause's class ("java.lang.X: ...").
+ERROR_CLASS = r"^([A-Za-z_$][\w$.]*)(?::|$)"
+CAUSE_CLASS = r"^[A-Za-z_$][\w$.]*: ([A-Za-z_$][\w$.]*(?:Exception|Error|Throwable))\b"
+
+
+@dataclass
+class Inputs:
+    """Validated before Spark starts."""
+
+    warehouse: str
+    dump_id: str
+    out: str
+    top: int
+    defaults: dict[str, Any]
+
+
+@dataclass
+class Summary:
+    """What the run wrote, for the console and for tests."""
+
+    dump_id: str
+    out: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    bytes: int = 0
+
+    def lines(self) -> list[str]:
+        t = self.data.get("totals", {})
+        return [f"report of dump {self.dump_id}: {self.out} ({self.bytes:,} bytes)",
+                f"  {t.get('subscriptions', 0)} subscriptions ({t.get('pulled', 0)} pulled), "
+                f"{t.get('decisions', 0):,} decisions, {t.get('delivered', 0):,} delivered, "
+                f"{t.get('messages', 0):,} messages in {t.get('commitlog_files', 0)} commitlog files, "
+                f"{t.get('damaged_files', 0)} with damage"]
+
+
+def _local_dir(warehouse: str) -> str | None:
+    """The local directory of a warehouse given as a path or a file: URI; None for any other URI."""
+    if "://" not in warehouse and not warehouse.startswith("file:"):
+        return warehouse
+    u = urlparse(warehouse)
+    return u.path if u.scheme == "file" else None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m jobs.report",
+        description="Write the run report of one dump: a single self-contained HTML file (inline CSS and SVG "
+                    "charts, no network needed to view it) read from the Delta tables jobs.build_queues and "
+                    "jobs.simulate_pull wrote for that dump: outcomes per subscription, bloom false-positive "
+                    "rates, tag-hash collisions, SQL92 errors, evaluations saved and added by bloom bitmaps per "
+                    "topic, damaged ranges and file accounting.")
+    p.add_argument("--warehouse", required=True, metavar="DIR",
+                   help="the Delta warehouse both jobs wrote (a local directory or a URI)")
+    p.add_argument("--dump-id", required=True, metavar="ID", help="the dump's name in the tables")
+    p.add_argument("--out", metavar="FILE",
+                   help="where to write the page (a local file; default <warehouse>/reports/<dump_id>.html, "
+                        "required when the warehouse is not local)")
+    p.add_argument("--top", type=int, default=20, metavar="N",
+                   help="rows kept in the top lists (tag-hash collisions, SQL error classes × groups); default 20")
+    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
+                   help=f"job defaults (JSON: master, spark_conf); default {DEFAULTS.relative_to(ROOT)}")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
+    return p
+
+
+def validate(args: argparse.Namespace) -> Inputs:
+    """Check the arguments before Spark starts; InputError with one line naming what is wrong."""
+    defaults = load_defaults(args.defaults)
+    try:
+        dump_id = check_dump_id(args.dump_id)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if args.top < 1:
+        raise InputError(f"--top {args.top}: must be at least 1")
+    local = _local_dir(args.warehouse)
+    if local is not None:
+        for table, job in TABLES.items():
+            if not os.path.isdir(os.path.join(local, table, "_delta_log")):
+                raise InputError(f"{args.warehouse}: no Delta table {table}/ in it; run python -m {job} on the dump "
+                                 f"first")
+    out = args.out
+    if out is None:
+        if local is None:
+            raise InputError(f"{args.warehouse}: the warehouse is not a local directory; pass --out FILE for the "
+                             f"report")
+        out = os.path.join(local, "reports", f"{dump_id}.html")
+    out = os.path.abspath(out)
+    if os.path.isdir(out):
+        raise InputError(f"{out}: --out is a directory; give the file to write")
+    parent = os.path.dirname(out)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{parent}: cannot create the report's directory ({e.strerror or e})") from None
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{parent}: not writable")
+    return Inputs(args.warehouse, dump_id, out, args.top, defaults)
+
+
+def _rows(df) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
+            generated_at: str | None = None) -> dict[str, Any]:
+    """The report's data for one dump, aggregated by Spark: plain dicts and lists (`jobs.report_html.render`)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    sc = spark.sparkContext
+
+    def table(name: str):
+        try:
+            df = read_dump(spark, warehouse, name, dump_id)
+            df.schema  # noqa: B018 - resolves the table now, so a missing one fails here with its name
+            return df
+        except AnalysisException as e:
+            raise InputError(f"{table_path(warehouse, name)}: cannot read the table ({str(e).splitlines()[0]}); run "
+                             f"python -m {TABLES[name]} on the dump first") from None
+
+    sc.setJobDescription(f"{PROG} {dump_id}: group_stats")
+    groups = _rows(table("group_stats").select(*STATS_FIELDS).orderBy("subscription_index"))
+    if not groups:
+        raise InputError(f"{table_path(warehouse, 'group_stats')}: no rows for dump {dump_id!r}; run "
+                         f"python -m jobs.simulate_pull on it first (or pass its --dump-id)")
+    log.info("%d subscriptions", len(groups))
+
+    decisions = table("pull_decisions")
+    messages = table("messages")
+    sc.setJobDescription(f"{PROG} {dump_id}: tag-hash collisions")
+    mismatch = decisions.where(F.col("outcome") == "TAG_CLIENT_MISMATCH")
+    coll = (mismatch.where(F.col("reason") == "client_tag_mismatch")
+            .select("consumer_group", "topic", "subscription_index", "expression", "commit_log_offset", "tags_code")
+            .join(messages.select("commit_log_offset", F.col("tags").alias("message_tag")), "commit_log_offset",
+                  "left")
+            .groupBy("consumer_group", "topic", "subscription_index", "expression", "message_tag", "tags_code")
+            .agg(F.count(F.lit(1)).alias("count"))
+            .orderBy(F.desc("count"), "consumer_group", "topic", "message_tag").limit(top))
+    collisions = []
+    for r in _rows(coll):
+        try:
+            sub = tagmod.parse_subscription(r["expression"] or "*")
+            subscribed = sorted(t for t in sub.tags if tagmod.tags_code(t) == r["tags_code"])
+        except Exception:  # an expression the parser refuses cannot have pulled; show no tag rather than fail
+            subscribed = []
+        collisions.append({"consumer_group": r["consumer_group"], "topic": r["topic"], "expression": r["expression"],
+                           "subscribed_tags": subscribed, "message_tag": r["message_tag"],
+                           "hash_code": r["tags_code"], "count": r["count"]})
+    untagged = _rows(mismatch.where(F.col("reason") == "client_no_tags")
+                     .groupBy("consumer_group", "topic", "expression").agg(F.count(F.lit(1)).alias("count"))
+                     .orderBy(F.desc("count"), "consumer_group").limit(top))
+
+    sc.setJobDescription(f"{PROG} {dump_id}: SQL92 errors")
+    detail = F.coalesce(F.col("detail"), F.lit(""))
+    err_class = F.regexp_extract(detail, ERROR_CLASS, 1)
+    cause = F.regexp_extract(detail, CAUSE_CLASS, 1)
+    sql_errors = _rows(
+        decisions.where(F.col("outcome") == "SQL_ERROR")
+        .select(F.when(err_class == "", F.lit("(no class)")).otherwise(err_class).alias("error_class"),
+                F.when(cause == "", F.lit(None)).otherwise(cause).alias("cause_class"),
+                "consumer_group", "topic", F.col("detail"))
+        .groupBy("error_class", "cause_class", "consumer_group", "topic")
+        .agg(F.count(F.lit(1)).alias("count"), F.min("detail").alias("example"))
+        .orderBy(F.desc("count"), "error_class", "consumer_group", "topic").limit(top))
+
+    sc.setJobDescription(f"{PROG} {dump_id}: messages per topic, consume-queue units, files, filters")
+    per_topic = {r["topic"]: int(r["count"]) for r in _rows(messages.groupBy("topic").count())}
+    units = table("consume_queue").count()
+    files = _rows(table("dump_files").select(*FILE_FIELDS).orderBy("file_base", "path"))
+    filters = _rows(table("consumer_filters")
+                    .where(F.col("registered") & F.col("compiled") & F.col("bloom_bit_pos").isNotNull())
+                    .groupBy("topic").agg(F.count(F.lit(1)).alias("n"),
+                                          F.sort_array(F.collect_list("consumer_group")).alias("groups")))
+    sc.setJobDescription(None)
+
+    filters_by_topic = {r["topic"]: r for r in filters}
+    avoided: dict[str, dict[str, int]] = {}
+    for g in groups:
+        if g["answer"] == "OK" and (g["bloom_tested"] or 0) > 0:
+            avoided.setdefault(g["topic"], {})
+            avoided[g["topic"]][g["consumer_group"]] = avoided[g["topic"]].get(g["consumer_group"], 0) + \
+                int(g["bloom_miss"] or 0)
+    bitmap = []
+    for topic in sorted(set(filters_by_topic) | set(avoided)):
+        f = filters_by_topic.get(topic)
+        n_filters = int(f["n"]) if f else 0
+        msgs = per_topic.get(topic, 0)
+        by_group = avoided.get(topic, {})
+        bitmap.append({"topic": topic, "messages": msgs, "sql_filters": n_filters,
+                       "filter_groups": list(f["groups"]) if f else [], "evaluations_added": msgs * n_filters,
+                       "evaluations_avoided": sum(by_group.values()), "avoided_by_group": by_group})
+
+    totals = {"messages": sum(per_topic.values()), "units": units, "commitlog_files": len(files),
+              "commitlog_bytes": sum(int(f["size"] or 0) for f in files),
+              "damaged_files": sum(f["damage_offset"] is not None for f in files),
+              "damaged_bytes": sum(int(f["damaged_bytes"] or 0) for f in files),
+              "subscriptions": len(groups), "pulled": sum(g["answer"] == "OK" for g in groups),
+              "decisions": sum(int(g["units_scanned"] or 0) for g in groups),
+              "delivered": sum(int(g["delivered"] or 0) for g in groups),
+              "pulls": sum(int(g["pulls"] or 0) for g in groups)}
+    return {"dump_id": dump_id, "warehouse": warehouse,
+            "generated_at": generated_at or datetime.now(UTC).isoformat(timespec="seconds"),
+            "totals": totals, "groups": groups, "collisions": collisions, "untagged": untagged,
+            "sql_errors": sql_errors, "files": files, "bitmap": bitmap, "outcomes": [o for o, _, _ in OUTCOMES]}
+
+
+def write_atomically(path: str, text: str) -> int:
+    """Write the page through a temporary file in the same directory and rename it over `path`."""
+    data = text.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return len(data)
+
+
+def run(spark: SparkSession, inputs: Inputs) -> Summary:
+    """Aggregate the dump's tables and write its report; returns the summary."""
+    summary = Summary(inputs.dump_id, inputs.out)
+    summary.data = collect(spark, inputs.warehouse, inputs.dump_id, inputs.top)
+    summary.bytes = write_atomically(inputs.out, render(summary.data))
+    log.info("wrote %s", inputs.out)
+    return summary
+
+
+def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
+    """Parse, validate, run, print where the report is; bad input is one line on stderr and exit code 2."""
+    args = parser().parse_args(argv)
+    return run_main(PROG, lambda: validate(args), lambda i: f"{PROG} {i.dump_id}", lambda i: i.defaults,
+                    args.master, run, spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
