@@ -426,9 +426,7 @@ def _export(spark: SparkSession, units: DataFrame, inputs: Inputs, summary: Summ
                 os.rename(os.path.join(stage, sub), os.path.join(final, sub))
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    result = ExportResult(final, sorted((r.asDict() for r in rows), key=lambda q: (q["topic"], q["queue_id"])))
-    summary.issues += [f"--export-cq: ({q['topic']}, {q['queue_id']}) {q['error']}" for q in result.failed]
-    return result
+    return ExportResult(final, sorted((r.asDict() for r in rows), key=lambda q: (q["topic"], q["queue_id"])))
 
 
 def _known_groups(inputs: Inputs, reg: RegistryLoad) -> tuple[str, ...]:
