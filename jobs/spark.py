@@ -1,9 +1,11 @@
 """The one SparkSession builder for jobs and tests: Delta Lake wired in, local or on a cluster.
 
 Locally, the Delta jars come from the project cache that `make setup` fills with Maven (`.cache/jars`, or the
-directory in $RMQ_REPLAY_JARS_DIR) and are handed to Spark with `spark.jars`. On a cluster, `spark-submit
---packages io.delta:delta-spark_4.2_2.13:4.4.0` (or jars already on the cluster) provides them instead, and the
-builder only adds the Delta SQL extension and catalog.
+directory in $RMQ_REPLAY_JARS_DIR) and are handed to Spark with `spark.jars`. Under spark-submit the JVM is already
+running, so the builder asks it (through the gateway spark-submit started) whether Delta is on its classpath —
+`--packages io.delta:delta-spark_4.2_2.13:4.4.0`, `--jars ...`, or jars installed with the cluster's Spark — and
+only adds the Delta SQL extension and catalog; if it is not, DeltaJarsMissing says which option to pass (the local
+cache is never consulted there: the code may be running from a --py-files zip).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 _ROOT = Path(__file__).resolve().parent.parent
 _VERSION_SUFFIX = re.compile(r"-\d[0-9A-Za-z.\-]*$")
 
@@ -51,16 +54,40 @@ def delta_jars(directory: Path | None = None) -> list[Path]:
     return sorted(j for j in directory.glob("*.jar") if _artifact(j) not in shipped)
 
 
-def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
-    """True when --packages/--jars (spark-submit) or the caller's conf already bring delta-spark."""
-    from pyspark import SparkConf
+def _submitted_conf() -> dict[str, str]:
+    """The settings spark-submit handed the launched JVM (--packages, --jars, --conf ...); {} when not submitted.
 
-    submitted = SparkConf()  # carries spark-submit's --packages / --jars when running under spark-submit
+    A plain `SparkConf()` built before any SparkContext exists has no JVM behind it and sees none of them, so this
+    first connects to the gateway spark-submit already started (PYSPARK_GATEWAY_PORT: no new JVM is launched).
+    """
+    if not _submitted():
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return dict(SparkConf(_jvm=SparkContext._jvm).getAll())
+
+
+def _jvm_has_delta() -> bool:
+    """True when the running (spark-submit) JVM can load Delta's session extension: --packages, --jars, or jars
+    installed with Spark itself (a cluster image, Databricks, EMR)."""
+    from pyspark import SparkContext
+
+    try:
+        return bool(SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_EXTENSION))
+    except Exception:  # an unexpected gateway: fall back to reading the settings
+        return False
+
+
+def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
+    """True when --packages/--jars (spark-submit), jars already on Spark's classpath, or the caller's conf bring
+    delta-spark."""
+    submitted = _submitted_conf()
     text = " ".join(
         v for k in ("spark.jars.packages", "spark.jars")
         for v in (submitted.get(k, ""), builder_conf.get(k, "")) if v
     )
-    return "delta-spark" in text
+    return "delta-spark" in text or (_submitted() and _jvm_has_delta())
 
 
 def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -82,6 +109,11 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
     elif not _submitted():
         builder = builder.master("local[*]")
     if not _delta_configured(conf):
+        if _submitted():
+            # The JVM is already running: jars named now would reach the executors but not the driver's classpath.
+            raise DeltaJarsMissing(
+                f"Delta Lake is not on this spark-submit's classpath: pass `--packages {DELTA_PACKAGE}` (or "
+                f"`--jars` with the Delta jars, `make setup` puts them in .cache/jars) to spark-submit")
         jars = delta_jars()
         if not jars:
             raise DeltaJarsMissing(
@@ -89,7 +121,7 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
                 f"`--packages {DELTA_PACKAGE}` to spark-submit")
         conf.setdefault("spark.jars", ",".join(str(j) for j in jars))
     builder = (
-        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        builder.config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
