@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# The checkout, the site-packages of an install, or `make dist`'s --py-files zip (then ROOT is the .zip itself and
+# the defaults files are its members conf/*.json: load_defaults reads them from the archive).
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -20,13 +23,42 @@ class InputError(Exception):
     """Bad input found before any Spark work: one line for the user, exit code 2."""
 
 
-def load_defaults(path: str) -> dict[str, Any]:
-    """A job's defaults file (a JSON object); InputError naming the file when it is missing or malformed."""
+def _zip_member(path: Path) -> tuple[Path, str] | None:
+    """(archive, member) when `path` lies inside a zip file (e.g. <dist>/rocketmq_filter_replay.zip/conf/x.json)."""
+    for parent in path.parents:
+        if parent.is_file():
+            return (parent, path.relative_to(parent).as_posix()) if zipfile.is_zipfile(parent) else None
+    return None
+
+
+def _read_text(path: str) -> str:
+    """A file's text, also when the path lies inside a zip on sys.path (how --py-files ships the code)."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError) as e:
+        inside = _zip_member(Path(path))
+        if inside is None:
+            raise OSError(e.errno, e.strerror) from None
+        archive, member = inside
+        try:
+            with zipfile.ZipFile(archive) as z:
+                return z.read(member).decode("utf-8")
+        except KeyError:
+            raise OSError(f"no member {member} in {archive}") from None
+
+
+def load_defaults(path: str | os.PathLike) -> dict[str, Any]:
+    """A job's defaults file (a JSON object); InputError naming the file when it is missing or malformed.
+
+    The path may lie inside the --py-files zip (`make dist` packs conf/*.json beside filterlib/ and jobs/)."""
+    path = str(path)
+    try:
+        data = json.loads(_read_text(path))
     except OSError as e:
         raise InputError(f"{path}: cannot read the defaults file ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason})") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     if not isinstance(data, dict):
