@@ -7,7 +7,7 @@ JARS := .cache/jars
 DIST := dist
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test demo bench dist lint clean
+.PHONY: help setup test demo bench dist cluster-test lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -43,15 +43,27 @@ bench: setup ## print the benchmarks (ratios against baselines measured in the s
 lint: setup ## ruff over the Python sources
 	$(VENV)/bin/ruff check filterlib jobs tests bench
 
-dist: setup ## wheel, --py-files zip, and a packed virtualenv for --archives
-	rm -rf $(DIST) build/dist-venv && mkdir -p $(DIST)
-	$(PY) -m build --wheel --outdir $(DIST) .
-	$(PY) -c "import zipfile, pathlib; z = zipfile.ZipFile('$(DIST)/rocketmq_filter_replay.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for d in ('filterlib', 'jobs') for p in sorted(pathlib.Path(d).rglob('*.py'))]"
-	$(PYTHON) -m venv build/dist-venv
-	build/dist-venv/bin/python -m pip install -q --upgrade pip
-	build/dist-venv/bin/python -m pip install -q $(DIST)/*.whl venv-pack
-	build/dist-venv/bin/venv-pack -q -p build/dist-venv -o $(DIST)/pyspark_venv.tar.gz
-	@echo "built: $$(ls $(DIST))"
+# The cluster has Spark: the packed environment carries only the jobs' own dependencies (the wheel's requirements
+# minus pyspark and delta-spark, read from the wheel's METADATA so setup.cfg stays their one list), the wheel itself
+# (--no-deps), nothing else. The --py-files zip holds filterlib/, jobs/ and the defaults conf/*.json.
+DIST_EXCLUDE := pyspark delta-spark
+dist: setup ## wheel, --py-files zip (code + conf defaults), packed venv without Spark for --archives
+	@start=$$(date +%s); set -e; \
+	rm -rf $(DIST) build/dist-venv && mkdir -p $(DIST) build; \
+	$(PY) -m build --wheel --outdir $(DIST) . >build/dist-wheel.log 2>&1 || { cat build/dist-wheel.log; exit 1; }; \
+	$(PY) -c "import zipfile, pathlib; z = zipfile.ZipFile('$(DIST)/rocketmq_filter_replay.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for d in ('filterlib', 'jobs') for p in sorted(pathlib.Path(d).rglob('*.py'))]; [z.write(p) for p in sorted(pathlib.Path('conf').glob('*.json'))]; z.close()"; \
+	$(PY) -c "import sys, zipfile, re; w = zipfile.ZipFile(sys.argv[1]); meta = next(n for n in w.namelist() if n.endswith('.dist-info/METADATA')); reqs = [l.split(':', 1)[1].strip() for l in w.read(meta).decode().splitlines() if l.startswith('Requires-Dist:') and 'extra ==' not in l]; skip = set(sys.argv[2:]); open('build/dist-requirements.txt', 'w').write(''.join(r + '\n' for r in reqs if re.split(r'[ <>=!~;\[(]', r, maxsplit=1)[0].lower() not in skip))" $(DIST)/*.whl $(DIST_EXCLUDE); \
+	$(PYTHON) -m venv build/dist-venv; \
+	build/dist-venv/bin/python -m pip install -q --disable-pip-version-check -r build/dist-requirements.txt; \
+	build/dist-venv/bin/python -m pip install -q --disable-pip-version-check --no-deps $(DIST)/*.whl; \
+	! build/dist-venv/bin/python -c "import pyspark" 2>/dev/null || { echo "dist: pyspark leaked into the packed env"; exit 1; }; \
+	$(VENV)/bin/venv-pack -q -p build/dist-venv -o $(DIST)/pyspark_venv.tar.gz; \
+	echo "dist requirements (no Spark): $$(tr '\n' ' ' < build/dist-requirements.txt)"; \
+	ls -l $(DIST) | tail -n +2; \
+	echo "dist: $$(du -sh $(DIST)/pyspark_venv.tar.gz | cut -f1) packed env, built in $$(( $$(date +%s) - start )) s"
+
+cluster-test: dist ## both jobs spark-submitted to a throwaway standalone cluster with dist/ (minutes)
+	RMQ_REPLAY_CLUSTER=1 $(PY) -m pytest tests/test_cluster.py $(PYTEST_ARGS)
 
 clean: ## remove build outputs and caches (keeps .venv)
 	rm -rf build $(DIST) .cache/refharness tests/reference/target .pytest_cache
