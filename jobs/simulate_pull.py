@@ -34,10 +34,15 @@ from filterlib.registry import now_ms
 from filterlib.simulate import (
     COMMITTED,
     EARLIEST,
+    WHAT_IF,
     Plan,
+    WhatIf,
+    WhatIfRefused,
     committed_offsets,
     dump_subscriptions,
+    parse_what_if,
     plan_all,
+    what_if_plans,
 )
 from filterlib.store.compression import decompress_body
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
@@ -113,6 +118,8 @@ class Inputs:
     start: str
     queues: str
     defaults: dict[str, Any]
+    what_if: list[WhatIf] = field(default_factory=list)
+    refused: list[WhatIfRefused] = field(default_factory=list)
 
 
 @dataclass
@@ -131,6 +138,8 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    what_if: list[dict] = field(default_factory=list)
+    refused: list[WhatIfRefused] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """The human summary: one block per subscription, then the totals."""
@@ -154,6 +163,17 @@ class Summary:
                 rate_txt = "n/a" if s["bloom_fp_rate"] is None else f"{s['bloom_fp_rate']:.1%}"
                 out.append(f"    bloom: {s['bloom_tested']:,} bitmaps tested, {s['bloom_false_positives']:,} false "
                            f"positives ({rate_txt} of the non-matching; configured {s['configured_fp_rate']:.0%})")
+        for r in self.refused:
+            out.append(f"what-if {r.spec!r} refused, nothing replayed for it: {r.reason}")
+        for w in self.what_if:
+            out.append(f"what-if {w['consumer_group']} on {w['topic']}: {w['candidate']!r} instead of "
+                       f"{w['current']!r}: {w['gained']:,} messages gained, {w['lost']:,} lost")
+            for q in w["queues"]:
+                out.append(f"    queue {q['queue_id']}: +{q['gained']:,} -{q['lost']:,}")
+            for e in w["examples"]:
+                out.append(f"    {e['change']}: queue {e['queue_id']} offset {e['queue_offset']}, msgId "
+                           f"{e['msg_id']}, tag {e['tags']!r} (current {e['current_outcome'] or 'not pulled'}, "
+                           f"candidate {e['candidate_outcome']})")
         out += [f"note: {n}" for n in self.notes]
         out += [f"table {t}: {p}" for t, p in self.tables.items()]
         out.append(f"decisions {self.decisions:,}, delivered {self.delivered:,}, pulls {self.pulls:,}; "
@@ -194,6 +214,14 @@ def parser() -> argparse.ArgumentParser:
                    help="the consume queues and ext bitmaps pulled: the dump's own files (default; what the real "
                         "broker reads) or job 1's consume_queue table (rebuilt; also the fallback when the dump "
                         "has no consumequeue/)")
+    p.add_argument("--what-if", action="append", default=[], metavar="G[@TOPIC]=TYPE:EXPR",
+                   help="replay a candidate subscription beside group G's current one (on every topic G "
+                        "subscribes to, or on TOPIC) and report the messages gained and lost by topic and queue, "
+                        "with examples, in the summary and the what_if table; TYPE is SQL92 or TAG, e.g. "
+                        "'billing=SQL92:amount > 100' or 'audit@Orders=TAG:TagA || TagB'; repeatable. The "
+                        "candidate is pulled as a posted subscription (exact SQL92, no bloom bits); the other "
+                        "tables are not changed by it. A candidate that does not compile is reported with its "
+                        "position and reason and skipped")
     p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
                    help=f"job defaults (JSON: master, spark_conf); default {DEFAULTS.relative_to(ROOT)}")
     p.add_argument("--master", metavar="URL",
@@ -228,7 +256,15 @@ def validate(args: argparse.Namespace) -> Inputs:
                                                                         "_delta_log")):
         raise InputError(f"{args.warehouse}: not a warehouse of job 1 (no Delta table messages/ in it); run "
                          f"python -m jobs.build_queues --store {args.store} --warehouse {args.warehouse} first")
-    return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults)
+    candidates, refused = [], []
+    for spec in args.what_if:
+        try:
+            parsed = parse_what_if(spec)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        (refused if isinstance(parsed, WhatIfRefused) else candidates).append(parsed)
+    return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults,
+                  candidates, refused)
 
 
 def _registry(inputs: Inputs, with_file: bool) -> RegistryLoad:
@@ -344,6 +380,63 @@ def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], pulls: 
     return rows
 
 
+WHAT_IF_COLUMNS = ["consumer_group", "topic", "queue_id", "queue_offset", "commit_log_offset", "change",
+                   "current_expression", "candidate_expression", "current_outcome", "candidate_outcome", "msg_id",
+                   "tags"]
+
+
+def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages: DataFrame, plans: list[Plan],
+             compared: dict[int, int], summary: Summary, examples: int = 3) -> list[dict]:
+    """Messages each candidate gains or loses against the current subscription it replaces: the what_if table
+    (one row per changed unit) and, per candidate, counts by queue and a few examples."""
+    from pyspark.sql import functions as F
+
+    pairs = spark.createDataFrame(list(compared.items()), "cand int, cur int")
+    unit = ["topic", "queue_id", "queue_offset"]
+    cand = decisions.join(F.broadcast(pairs), decisions.plan == pairs.cand).select(
+        "cand", *unit, F.col("commit_log_offset").alias("cand_clo"), F.col("outcome").alias("candidate_outcome"))
+    cur = decisions.join(F.broadcast(pairs), decisions.plan == pairs.cur).select(
+        "cand", *unit, F.col("commit_log_offset").alias("cur_clo"), F.col("outcome").alias("current_outcome"))
+    both = cand.join(cur, ["cand", *unit], "full_outer")
+    got = F.coalesce(F.col("candidate_outcome") == mf.DELIVERED, F.lit(False))
+    had = F.coalesce(F.col("current_outcome") == mf.DELIVERED, F.lit(False))
+    changed = both.withColumn("change", F.when(got & ~had, "gained").when(had & ~got, "lost")).where(
+        F.col("change").isNotNull()).withColumn("commit_log_offset", F.coalesce("cand_clo", "cur_clo"))
+    names = spark.createDataFrame([(i, plans[i].group, plans[c].expression, plans[i].expression)
+                                   for i, c in compared.items()],
+                                  "cand int, consumer_group string, current_expression string, "
+                                  "candidate_expression string")
+    ids = messages.select("commit_log_offset", F.coalesce("uniq_key", "offset_msg_id").alias("msg_id"), "tags")
+    rows = changed.join(F.broadcast(names), "cand").join(ids, "commit_log_offset", "left")
+    table = rows.select(F.lit(inputs.dump_id).alias("dump_id"), *WHAT_IF_COLUMNS, "cand")
+    summary.tables["what_if"] = replace_dump(table.drop("cand"), inputs.warehouse, "what_if", inputs.dump_id)
+    saved = spark.read.format("delta").load(table_path(inputs.warehouse, "what_if")).where(
+        F.col("dump_id") == inputs.dump_id)
+    counts = saved.groupBy("consumer_group", "topic", "candidate_expression", "queue_id", "change").count().collect()
+    firsts = saved.orderBy("topic", "queue_id", "queue_offset").limit(500).collect()
+    out = []
+    for i, c in compared.items():
+        p, base = plans[i], plans[c]
+        mine = [r for r in counts if (r.consumer_group, r.topic, r.candidate_expression) ==
+                (p.group, p.topic, p.expression)]
+        queues = {}
+        for r in mine:
+            q = queues.setdefault(r.queue_id, {"queue_id": r.queue_id, "gained": 0, "lost": 0})
+            q[r.change] += r["count"]
+        ex = [r.asDict() for r in firsts if (r.consumer_group, r.topic, r.candidate_expression) ==
+              (p.group, p.topic, p.expression)]
+        ex = [e for e in ex if e["change"] == "gained"][:examples] + [e for e in ex if e["change"] == "lost"][:examples]
+        out.append({"consumer_group": p.group, "topic": p.topic, "candidate": f"{p.type}:{p.expression}",
+                    "current": f"{base.type}:{base.expression}", "answer": p.answer,
+                    "gained": sum(q["gained"] for q in queues.values()),
+                    "lost": sum(q["lost"] for q in queues.values()),
+                    "queues": [queues[k] for k in sorted(queues)], "examples": ex})
+        if not p.ok:
+            summary.notes.append(f"what-if {p.group} on {p.topic}: the broker answers the candidate {p.answer} "
+                                 f"({p.remark or p.cause}): it would receive nothing")
+    return out
+
+
 def run(spark: SparkSession, inputs: Inputs) -> Summary:
     """Replay the pulls of one dump with an existing session; returns the summary."""
     from pyspark import StorageLevel
@@ -366,10 +459,19 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     now = now_ms()
     plans = plan_all(subs, reg.registry, conf.enablePropertyFilter, conf.filterSupportRetry, now)
     summary.plans = plans
+    summary.refused = inputs.refused
     if not conf.enablePropertyFilter and any(not Subscription(p.group, p.topic, p.type).is_tag for p in plans):
         summary.notes.append("enablePropertyFilter is off (the broker's default): every SQL92 subscription is "
                              "refused with SYSTEM_ERROR; pass the broker.conf that has it on if the broker did")
-    ok = [p for p in plans if p.ok]
+    try:
+        candidates = what_if_plans(inputs.what_if, plans)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    cand_plans = plan_all([(c, WHAT_IF) for c, _ in candidates], reg.registry, conf.enablePropertyFilter,
+                          conf.filterSupportRetry, now, start=len(plans))
+    compared = {cp.index: cur for cp, (_, cur) in zip(cand_plans, candidates, strict=True)}
+    all_plans = plans + cand_plans
+    ok = [p for p in all_plans if p.ok]
     log.info("subscriptions: %d (%d from the file, %d from consumerFilter.json), %d answered OK", len(plans),
              sum(p.source == "subscriptions" for p in plans), sum(p.source != "subscriptions" for p in plans), len(ok))
     topics = {p.topic for p in ok}
@@ -377,8 +479,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     if inputs.queues == DUMP and summary.queues_source == REBUILT:
         reg = _registry(inputs, with_file=True)
     spec = registry_spec(reg.registry)
-    starts = _starts(inputs, plans, summary)
-    plan_json = tuple(p.to_json() for p in plans)
+    starts = _starts(inputs, all_plans, summary)
+    plan_json = tuple(p.to_json() for p in all_plans)
     key = hashlib.sha256(json.dumps([spec, plan_json, starts, now], sort_keys=True, default=str).encode()).hexdigest()
     ctx = PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry, now)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
@@ -390,11 +492,12 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     out = out.persist(StorageLevel.MEMORY_AND_DISK)
 
     plans_df = spark.createDataFrame(
-        [(p.index, p.group, p.type, p.expression) for p in plans],
+        [(p.index, p.group, p.type, p.expression) for p in all_plans],
         "plan int, consumer_group string, subscription_type string, expression string").withColumnRenamed(
         "plan", "subscription_index").withColumn("plan", F.col("subscription_index"))
     dump_id = F.lit(inputs.dump_id).alias("dump_id")
-    decisions = out.where(F.col("kind") == UNIT).join(F.broadcast(plans_df), "plan")
+    all_decisions = out.where(F.col("kind") == UNIT).join(F.broadcast(plans_df), "plan")
+    decisions = all_decisions.where(F.col("plan") < len(plans))
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: aggregate the decisions")
     outcome_aggs = [F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOME_COLUMNS]
     broker_drop = F.col("layer").isin(mf.CONSUME_QUEUE, mf.COMMIT_LOG) & (F.col("outcome") != mf.DELIVERED)
@@ -404,12 +507,12 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
               .cast("long")).alias("tag_collisions"),
         F.sum(F.col("bloom_tested").cast("long")).alias("bloom_tested"),
         F.sum(F.col("bloom_false_positive").cast("long")).alias("bloom_false_positives"),
-        F.sum(F.col("reason").startswith("sql_").cast("long")).alias("sql_evaluations"),
+        F.sum(F.col("sql_value").isNotNull().cast("long")).alias("sql_evaluations"),
         F.sum(F.when(F.col("outcome") == mf.DELIVERED, F.col("size")).otherwise(0)).alias("bytes_delivered"),
         F.sum(F.when(broker_drop, F.col("size")).otherwise(0)).alias("bytes_filtered_on_broker"),
         F.countDistinct("queue_id").alias("queues")).collect()
     agg = {r["plan"]: r.asDict() for r in agg_rows}
-    pull_rows = out.where(F.col("kind") == PULL).groupBy("plan").agg(
+    pull_rows = out.where((F.col("kind") == PULL) & (F.col("plan") < len(plans))).groupBy("plan").agg(
         F.count(F.lit(1)).alias("pulls"), F.sum((F.col("message_count") == 0).cast("long")).alias("empty_pulls"),
         F.sum((F.col("status") == "FOUND").cast("long")).alias("found_pulls"),
         F.countDistinct("queue_id").alias("queues")).collect()
@@ -427,7 +530,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary.tables["pull_decisions"] = replace_dump(decisions_out.sortWithinPartitions(*DECISION_KEY), wh,
                                                     "pull_decisions", inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
-    pulls_df = out.where(F.col("kind") == PULL).join(F.broadcast(plans_df), "plan").select(dump_id, *PULL_COLUMNS)
+    main_pulls = out.where((F.col("kind") == PULL) & (F.col("plan") < len(plans)))
+    pulls_df = main_pulls.join(F.broadcast(plans_df), "plan").select(dump_id, *PULL_COLUMNS)
     summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write delivered_messages")
     m = messages.select("commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
@@ -446,6 +550,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write group_stats")
     stats_df = spark.createDataFrame(summary.stats, _ddl(STATS_COLUMNS))
     summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", inputs.dump_id)
+    if cand_plans:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
+        summary.what_if = _what_if(spark, inputs, all_decisions, messages, all_plans, compared, summary)
     out.unpersist()
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0

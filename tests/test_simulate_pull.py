@@ -289,3 +289,42 @@ def test_explain_a_message_the_group_never_scanned(spark, replayed) -> None:
         ["no message with --msg-id NO-SUCH-ID in dump 'demo'"]
     with pytest.raises(InputError, match="group 'nobody' has no subscription"):
         _explain(spark, wh, "nobody", "--msg-id", "X")
+
+
+def test_what_if_reports_gains_and_losses_and_changes_nothing_else(spark, replayed) -> None:
+    """On the demo dump: widening billing-paid's selector to OrderShipped gains exactly the OrderShipped orders
+    (taken from the messages table, not from the job), a narrower TAG subscription loses exactly the orders it no
+    longer names, a candidate that does not compile is refused with its position, and the other tables are the
+    same as without the what-ifs."""
+    wh = replayed["warehouse"]
+    tables = {"pull_decisions": ["subscription_index", "queue_id", "queue_offset"],
+              "group_stats": ["subscription_index"], "pulls": ["subscription_index", "queue_id", "pull_index"]}
+    before = {t: rows(spark, wh, t, "demo", o) for t, o in tables.items()}
+    args = replayed["demo"]["args"] + [
+        "--what-if", "billing-paid=SQL92:TAGS IN ('OrderPaid', 'OrderShipped')",
+        "--what-if", "order-tag-consumer@TradeOrder=TAG:OrderPaid",
+        "--what-if", "vip-orders=SQL92:level >> 4"]
+    s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
+    assert {t: rows(spark, wh, t, "demo", o) for t, o in tables.items()} == before
+    (refused,) = s.refused
+    assert refused.spec == "vip-orders=SQL92:level >> 4" and refused.position == 7 and "position 7" in refused.reason
+    queued = {d["commit_log_offset"] for d in before["pull_decisions"] if d["topic"] == "TradeOrder"}
+    orders = {m["commit_log_offset"]: m for m in rows(spark, wh, "messages", "demo", ["commit_log_offset"])
+              if m["commit_log_offset"] in queued}
+    changes = rows(spark, wh, "what_if", "demo", ["consumer_group", "commit_log_offset"])
+    billing = [c for c in changes if c["consumer_group"] == "billing-paid"]
+    assert {c["commit_log_offset"] for c in billing if c["change"] == "gained"} == \
+        {o for o, m in orders.items() if m["tags"] == "OrderShipped"}
+    assert not [c for c in billing if c["change"] == "lost"]
+    tag = [c for c in changes if c["consumer_group"] == "order-tag-consumer"]
+    assert {c["commit_log_offset"] for c in tag if c["change"] == "lost"} == \
+        {o for o, m in orders.items() if m["tags"] in ("OrderShipped", "Aa")}
+    assert not [c for c in tag if c["change"] == "gained"]
+    (b,) = [w for w in s.what_if if w["consumer_group"] == "billing-paid"]
+    assert b["gained"] == len([c for c in billing if c["change"] == "gained"]) and b["lost"] == 0
+    assert sum(q["gained"] for q in b["queues"]) == b["gained"] and len(b["examples"]) == 3
+    text = "\n".join(s.lines())
+    assert "what-if 'vip-orders=SQL92:level >> 4' refused" in text and f"{b['gained']:,} messages gained" in text
+    with pytest.raises(InputError, match="no current subscription of group 'nobody'"):
+        simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(
+            replayed["demo"]["args"] + ["--what-if", "nobody=TAG:*"])))
