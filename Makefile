@@ -7,10 +7,10 @@ JARS := .cache/jars
 DIST := dist
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test demo bench dist cluster-test lint clean
+.PHONY: help setup test demo bench dist cluster-test airflow-venv browser lint clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 $(VENV)/bin/python:
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 1; }
@@ -28,20 +28,24 @@ $(JARS)/.fetched: jars/pom.xml
 
 setup: $(VENV)/.installed $(JARS)/.fetched ## virtualenv, pip install -e .[dev], Delta jars (idempotent)
 
-test: setup ## run the whole test suite (builds the Java reference harness once; Hypothesis derandomized)
+test: setup airflow-venv browser ## run the whole test suite (builds the Java reference harness once; Hypothesis derandomized)
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest $(PYTEST_ARGS)
 
-demo: setup ## (not yet) the replay jobs on the bundled sample dump; says so plainly until the jobs exist
-	@echo "make demo: the replay jobs (jobs.build_queues, jobs.simulate_pull) are not built yet, so there is"
-	@echo "nothing to run on a sample dump. Setup is done: the virtualenv, the Python packages and the Delta jars"
-	@echo "are installed. What works today: 'make test' (filter semantics and store codec checked against the real"
-	@echo "RocketMQ 5.3.3 jars) and 'make bench'."
+demo: setup ## both jobs on the bundled dump (demo/) with Spark local[*]: summaries, three explain answers, the report
+	@set -o pipefail; PYTHONUNBUFFERED=1 $(PY) -m demo.run --out demo-out 2>&1 \
+	  | grep --line-buffered -v -e '^WARNING: Using incubator' -e 'log4j' -e 'setLogLevel' -e ' WARN ' -e 'default log level'
+
+airflow-venv: ## Airflow 3 + the Spark provider in .cache/airflow-venv, for the DAG test (idempotent)
+	@PYTHON=$(PYTHON) bash tests/airflow/setup_venv.sh
+
+browser: ## headless Chromium for the report test (Debian package via apt; root or sudo; idempotent)
+	@bash tests/browser/install.sh
 
 bench: setup ## print the benchmarks (ratios against baselines measured in the same run)
 	$(PY) -m bench
 
 lint: setup ## ruff over the Python sources
-	$(VENV)/bin/ruff check filterlib jobs tests bench
+	$(VENV)/bin/ruff check filterlib jobs tests bench dags demo
 
 # The cluster has Spark: the packed environment carries only the jobs' own dependencies (the wheel's requirements
 # minus pyspark and delta-spark, read from the wheel's METADATA so setup.cfg stays their one list), the wheel itself

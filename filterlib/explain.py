@@ -7,6 +7,7 @@ subscription's group_stats row, its consumer_filters row); `jobs.explain` looks 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from filterlib import sql92, tags
@@ -46,6 +47,14 @@ _CLIENT_WORDS = {
 }
 
 
+def _when(ms: int | None) -> str:
+    """An epoch-millisecond time as UTC text, with the raw value."""
+    if ms is None:
+        return "an unknown time"
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return f"{stamp} UTC ({ms})"
+
+
 def _props_text(props: Mapping[str, str] | None, names: frozenset[str] | set[str]) -> str:
     props = props or {}
     parts = [f"{n} = {props[n]!r}" if n in props else f"{n} missing" for n in sorted(names)]
@@ -76,8 +85,8 @@ def consume_queue_words(d: Row, sub: Row, filt: Row | None, message: Row | None)
     if why == "not_in_live":
         born = (filt or {}).get("born_time")
         stored = message["store_timestamp"] if message else None
-        return (f"the message was stored at {stored}, not after the filter's bornTime {born}: its bitmap cannot "
-                f"know this filter, so the bloom test is skipped (isMsgInLive)")
+        return (f"the message was stored at {_when(stored)}, not after the filter's bornTime {_when(born)}: its "
+                f"bitmap cannot know this filter, so the bloom test is skipped (isMsgInLive)")
     return _CQ_WORDS.get(why, why)
 
 
