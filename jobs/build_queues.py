@@ -16,8 +16,6 @@ Tables and flags: docs/build_queues.md.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import os
 import shutil
 import sys
@@ -30,13 +28,22 @@ from typing import TYPE_CHECKING, Any
 
 from filterlib.dispatch import CQ_SCHEMA, registry_groups, registry_spec
 from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
-from filterlib.dumpregistry import RegistryLoad, load_registry
-from filterlib.errors import StoreFormatError
+from filterlib.dumpregistry import RegistryLoad
 from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store.commitlog import parse_delay_levels
 from filterlib.store.scan import iter_ranges
 from filterlib.store.storedir import StoreDir
-from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
+from filterlib.subscriptions import Subscription
+from jobs.cli import (
+    InputError,
+    dump_id_of,
+    dump_registry,
+    job_logger,
+    load_defaults,
+    open_store,
+    read_subscriptions,
+    run_main,
+)
 from jobs.decode_tasks import (
     EXPORT_SCHEMA,
     MESSAGES_SCHEMA,
@@ -53,7 +60,7 @@ from jobs.decode_tasks import (
     queue_units,
     spark_ddl,
 )
-from jobs.delta_io import check_dump_id, replace_dump
+from jobs.delta_io import replace_dump
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,7 +68,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = ROOT / "conf" / "build_queues.json"
 PROG = "build_queues"
-log = logging.getLogger(PROG)
+log = job_logger(PROG)
 
 CQ_COLUMNS = CQ_SCHEMA.names
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
@@ -74,9 +81,6 @@ FILTERS_DDL = ("dump_id string, consumer_group string, topic string, expression 
                "registered boolean, compiled boolean, compile_error string, bloom_bit_pos array<int>, "
                "bloom_bit_num int")
 
-
-class InputError(Exception):
-    """Bad input found before any Spark work: one line for the user, exit code 2."""
 
 
 @dataclass
@@ -266,51 +270,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load_defaults(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read the defaults file ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object of defaults")
-    return data
-
-
 def validate(args: argparse.Namespace) -> Inputs:
     """Check every input before Spark starts; raise InputError with one line naming what is wrong."""
-    defaults = _load_defaults(args.defaults)
-    if args.broker_conf is not None and not os.path.isfile(args.broker_conf):
-        raise InputError(f"{args.broker_conf}: broker.conf not found or not a file")
-    if args.broker_conf is not None and not os.access(args.broker_conf, os.R_OK):
-        raise InputError(f"{args.broker_conf}: broker.conf is not readable")
-    try:
-        store = StoreDir(args.store, broker_conf=args.broker_conf)
-    except StoreFormatError as e:
-        raise InputError(str(e)) from None
-    except (OSError, UnicodeError) as e:
-        raise InputError(f"{args.broker_conf}: cannot read broker.conf ({e})") from None
-    except ValueError as e:
-        raise InputError(f"{args.broker_conf}: malformed broker.conf ({e})") from None
+    defaults = load_defaults(args.defaults)
+    store = open_store(args.store, args.broker_conf)
     conf = store.conf
     try:
         parse_delay_levels(conf.messageDelayLevel)
     except (ValueError, KeyError, IndexError):
         raise InputError(f"{args.broker_conf}: messageDelayLevel {conf.messageDelayLevel!r} is not a list like "
                          f"'1s 5s 10m 2h'") from None
-    subs: list[Subscription] = []
-    if args.subscriptions is not None:
-        try:
-            subs = load_subscriptions(args.subscriptions)
-        except SubscriptionsError as e:
-            raise InputError(str(e)) from None
-    dump_id = args.dump_id or os.path.basename(os.path.normpath(os.path.abspath(args.store)))
-    try:
-        check_dump_id(dump_id)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    subs = read_subscriptions(args.subscriptions)
+    dump_id = dump_id_of(args.dump_id, args.store)
     if "://" not in args.warehouse:
         try:
             os.makedirs(args.warehouse, exist_ok=True)
@@ -352,13 +323,7 @@ def _check_export_dir(path: str, store_root: str) -> str:
 
 
 def _registry(inputs: Inputs) -> RegistryLoad:
-    conf = inputs.store.conf
-    try:
-        return load_registry(inputs.store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
-                             inputs.subscriptions)
-    except ValueError as e:
-        raise InputError(f"bloom filter settings maxErrorRateOfBloomFilter={conf.maxErrorRateOfBloomFilter}, "
-                         f"expectConsumerNumUseFilter={conf.expectConsumerNumUseFilter}: {e}") from None
+    return dump_registry(inputs.store, inputs.subscriptions)
 
 
 def _units(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
@@ -600,47 +565,17 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     return summary
 
 
-def session(inputs: Inputs, master: str | None) -> SparkSession:
-    """The job's own SparkSession (jobs.spark's builder) with the defaults file's settings."""
-    from jobs.spark import build_session
-
-    spark = build_session(f"{PROG} {inputs.dump_id}", master=master or inputs.defaults.get("master"),
-                          conf={k: str(v) for k, v in (inputs.defaults.get("spark_conf") or {}).items()})
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+def _prepare(args: argparse.Namespace) -> Inputs:
+    inputs = validate(args)
+    _registry(inputs)
+    return inputs
 
 
 def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
     """Parse, validate, run, print the summary; bad input is one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s " + PROG + ": %(message)s", "%H:%M:%S"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-    try:
-        inputs = validate(args)
-        _registry(inputs)
-    except InputError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    own = spark is None
-    if own:
-        try:
-            spark = session(inputs, args.master)
-        except Exception as e:  # the session builder's own errors (no Delta jars, no Java) are one line too
-            print(f"{PROG}: error: cannot start Spark: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                  file=sys.stderr)
-            return 1
-    try:
-        summary = run(spark, inputs)
-    finally:
-        if own:
-            spark.stop()
-    for line in summary.lines():
-        print(line)
-    return 0
+    return run_main(PROG, lambda: _prepare(args), lambda i: f"{PROG} {i.dump_id}", lambda i: i.defaults,
+                    args.master, run, spark)
 
 
 if __name__ == "__main__":

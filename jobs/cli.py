@@ -7,9 +7,15 @@ import logging
 import os
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from filterlib.dumpregistry import RegistryLoad, load_registry
+from filterlib.errors import StoreFormatError
+from filterlib.store.storedir import StoreDir
+from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
+from jobs.delta_io import check_dump_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -126,3 +132,47 @@ def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], st
     for line in summary.lines():
         print(line)
     return 0
+
+
+def open_store(store: str, broker_conf: str | None) -> StoreDir:
+    """The dump with its broker.conf; InputError naming the store or the broker.conf when either is unusable."""
+    check_file(broker_conf, "broker.conf")
+    try:
+        return StoreDir(store, broker_conf=broker_conf)
+    except StoreFormatError as e:
+        raise InputError(str(e)) from None
+    except (OSError, UnicodeError) as e:
+        raise InputError(f"{broker_conf}: cannot read broker.conf ({e})") from None
+    except ValueError as e:
+        raise InputError(f"{broker_conf}: malformed broker.conf ({e})") from None
+
+
+def read_subscriptions(path: str | None) -> list[Subscription]:
+    """The subscriptions file's entries ([] without one); InputError naming the file and the entry."""
+    if path is None:
+        return []
+    try:
+        return load_subscriptions(path)
+    except SubscriptionsError as e:
+        raise InputError(str(e)) from None
+
+
+def dump_id_of(given: str | None, store: str) -> str:
+    """The dump id given, else the store directory's name; InputError when it is unfit for a predicate."""
+    dump_id = given or os.path.basename(os.path.normpath(os.path.abspath(store)))
+    try:
+        return check_dump_id(dump_id)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+
+
+def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = ()) -> RegistryLoad:
+    """The dump's consumerFilter.json under the broker's bloom settings, plus the registered SQL92 subscriptions it
+    lacks; InputError when the bloom settings themselves are invalid."""
+    conf = store.conf
+    try:
+        return load_registry(store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
+                             subscriptions)
+    except ValueError as e:
+        raise InputError(f"bloom filter settings maxErrorRateOfBloomFilter={conf.maxErrorRateOfBloomFilter}, "
+                         f"expectConsumerNumUseFilter={conf.expectConsumerNumUseFilter}: {e}") from None

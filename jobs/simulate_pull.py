@@ -28,8 +28,7 @@ import pyarrow as pa
 
 from filterlib import message_filter as mf
 from filterlib.dispatch import registry_spec
-from filterlib.dumpregistry import RegistryLoad, load_registry
-from filterlib.errors import StoreFormatError
+from filterlib.dumpregistry import RegistryLoad
 from filterlib.registry import now_ms
 from filterlib.simulate import (
     COMMITTED,
@@ -47,9 +46,19 @@ from filterlib.simulate import (
 from filterlib.store.compression import decompress_body
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 from filterlib.store.storedir import StoreDir
-from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
-from jobs.cli import ROOT, InputError, check_file, job_logger, load_defaults, run_main
-from jobs.delta_io import check_dump_id, read_dump, replace_dump, table_path
+from filterlib.subscriptions import Subscription
+from jobs.cli import (
+    ROOT,
+    InputError,
+    dump_id_of,
+    dump_registry,
+    job_logger,
+    load_defaults,
+    open_store,
+    read_subscriptions,
+    run_main,
+)
+from jobs.delta_io import read_dump, replace_dump, table_path
 from jobs.pull_tasks import (
     PULL,
     QUEUE_TASK_DDL,
@@ -232,26 +241,9 @@ def parser() -> argparse.ArgumentParser:
 def validate(args: argparse.Namespace) -> Inputs:
     """Check every input before Spark starts; raise InputError with one line naming what is wrong."""
     defaults = load_defaults(args.defaults)
-    check_file(args.broker_conf, "broker.conf")
-    try:
-        store = StoreDir(args.store, broker_conf=args.broker_conf)
-    except StoreFormatError as e:
-        raise InputError(str(e)) from None
-    except (OSError, UnicodeError) as e:
-        raise InputError(f"{args.broker_conf}: cannot read broker.conf ({e})") from None
-    except ValueError as e:
-        raise InputError(f"{args.broker_conf}: malformed broker.conf ({e})") from None
-    subs: list[Subscription] = []
-    if args.subscriptions is not None:
-        try:
-            subs = load_subscriptions(args.subscriptions)
-        except SubscriptionsError as e:
-            raise InputError(str(e)) from None
-    dump_id = args.dump_id or os.path.basename(os.path.normpath(os.path.abspath(args.store)))
-    try:
-        check_dump_id(dump_id)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    store = open_store(args.store, args.broker_conf)
+    subs = read_subscriptions(args.subscriptions)
+    dump_id = dump_id_of(args.dump_id, args.store)
     if "://" not in args.warehouse and not os.path.isdir(os.path.join(table_path(args.warehouse, "messages"),
                                                                         "_delta_log")):
         raise InputError(f"{args.warehouse}: not a warehouse of job 1 (no Delta table messages/ in it); run "
@@ -268,13 +260,7 @@ def validate(args: argparse.Namespace) -> Inputs:
 
 
 def _registry(inputs: Inputs, with_file: bool) -> RegistryLoad:
-    conf = inputs.store.conf
-    try:
-        return load_registry(inputs.store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
-                             inputs.subscriptions if with_file else ())
-    except ValueError as e:
-        raise InputError(f"bloom filter settings maxErrorRateOfBloomFilter={conf.maxErrorRateOfBloomFilter}, "
-                         f"expectConsumerNumUseFilter={conf.expectConsumerNumUseFilter}: {e}") from None
+    return dump_registry(inputs.store, inputs.subscriptions if with_file else ())
 
 
 def _messages(spark: SparkSession, inputs: Inputs) -> DataFrame:
