@@ -42,9 +42,18 @@ def out_ddl() -> str:
 
 
 def _bitmap_array(bitmaps: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """Per unit its bitmap's bytes (null where the unit has none), from the (n, width) matrix and lengths."""
     n = len(lengths)
     if n == 0:
         return pa.array([], pa.binary())
+    present = lengths >= 0
+    widths = np.unique(lengths[present])
+    if len(widths) == 1 and widths[0] > 0:
+        w = int(widths[0])
+        data = np.ascontiguousarray(bitmaps[:, :w], dtype=np.uint8)
+        fixed = pa.Array.from_buffers(pa.binary(w), n, [
+            pa.py_buffer(np.packbits(present, bitorder="little").tobytes()), pa.py_buffer(data.tobytes())])
+        return fixed.cast(pa.binary())
     return pa.array([bitmaps[i, :k].tobytes() if k >= 0 else None for i, k in enumerate(lengths.tolist())],
                     pa.binary())
 
