@@ -62,6 +62,7 @@ dist: setup ## wheel, --py-files zip (code + conf defaults), packed venv without
 	build/dist-venv/bin/python -m pip install -q --disable-pip-version-check --no-deps $(DIST)/*.whl; \
 	! build/dist-venv/bin/python -c "import pyspark" 2>/dev/null || { echo "dist: pyspark leaked into the packed env"; exit 1; }; \
 	$(VENV)/bin/venv-pack -q -p build/dist-venv -o $(DIST)/pyspark_venv.tar.gz; \
+	chmod 644 $(DIST)/pyspark_venv.tar.gz; \
 	echo "dist requirements (no Spark): $$(tr '\n' ' ' < build/dist-requirements.txt)"; \
 	ls -l $(DIST) | tail -n +2; \
 	echo "dist: $$(du -sh $(DIST)/pyspark_venv.tar.gz | cut -f1) packed env, built in $$(( $$(date +%s) - start )) s"
