@@ -28,8 +28,8 @@ $(JARS)/.fetched: jars/pom.xml
 
 setup: $(VENV)/.installed $(JARS)/.fetched ## virtualenv, pip install -e .[dev], Delta jars (idempotent)
 
-test: setup airflow-venv browser ## run the whole test suite (builds the Java reference harness once; Hypothesis derandomized)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest $(PYTEST_ARGS)
+test: setup airflow-venv browser dist ## the whole suite, spark-submit to a standalone cluster included (Hypothesis derandomized)
+	RMQ_REPLAY_CLUSTER=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest $(PYTEST_ARGS)
 
 demo: setup ## both jobs on the bundled dump (demo/) with Spark local[*]: summaries, three explain answers, the report
 	@set -o pipefail; PYTHONUNBUFFERED=1 $(PY) -m demo.run --out demo-out 2>&1 \

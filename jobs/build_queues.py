@@ -23,7 +23,6 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filterlib.dispatch import CQ_SCHEMA, registry_groups, registry_spec
@@ -35,6 +34,7 @@ from filterlib.store.scan import iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
 from jobs.cli import (
+    ROOT,
     InputError,
     dump_id_of,
     dump_registry,
@@ -65,7 +65,6 @@ from jobs.delta_io import replace_dump
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = ROOT / "conf" / "build_queues.json"
 PROG = "build_queues"
 log = job_logger(PROG)

@@ -7,8 +7,9 @@ executors the packed environment's (PYSPARK_PYTHON=./environment/bin/python from
 which has the jobs' dependencies but no pyspark: Spark puts its own pyspark.zip and py4j zip on their path.
 Delta comes from --jars (the jars `make setup` fetched; the README gives --packages as the other way).
 
-It takes minutes (a spark-submit is ~10 s of JVM start before any work), so `make test` skips it unless
-RMQ_REPLAY_CLUSTER=1; `make cluster-test` builds `make dist` and runs only this file.
+It takes minutes (a spark-submit is ~10 s of JVM start before any work) and needs `make dist`'s artifacts:
+`make test` builds them and runs it (RMQ_REPLAY_CLUSTER=1); a plain `pytest` without that variable skips it;
+`make cluster-test` builds `make dist` and runs only this file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 from cluster.standalone import Standalone, submit
 
 needs_cluster = pytest.mark.skipif(os.environ.get("RMQ_REPLAY_CLUSTER") != "1",
-                                   reason="minutes long: `make cluster-test` (or RMQ_REPLAY_CLUSTER=1) runs it")
+                                   reason="needs make dist: make test and make cluster-test run it")
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "dist"
