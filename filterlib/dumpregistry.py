@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from filterlib.javalang import java_utf8_decode
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.store import fastjson
+from filterlib.store import fs as sfs
 from filterlib.subscriptions import Subscription, register_missing
 
 DUMP = "consumerFilter.json"
@@ -35,9 +36,8 @@ class RegistryLoad:
 def _read_dump_text(config_dir: str) -> tuple[str | None, str | None]:
     """(text, path) of consumerFilter.json, or of its .bak when the file is missing or empty (ConfigManager.load)."""
     for p in (os.path.join(config_dir, DUMP), os.path.join(config_dir, DUMP + ".bak")):
-        if os.path.isfile(p):
-            with open(p, "rb") as f:
-                text = java_utf8_decode(f.read())
+        if sfs.isfile(p):
+            text = java_utf8_decode(sfs.read_bytes(p))
             if text:
                 return text, p
     return None, None

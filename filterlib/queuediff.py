@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from filterlib.dispatch import explain_bitmap
 from filterlib.registry import ConsumerFilterManager
+from filterlib.store import fs as sfs
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, decode_units, queue_files, valid_count
 from filterlib.store.consumequeue_ext import is_ext_addr, resolve_columns, undecorate
 
@@ -71,10 +72,10 @@ class _ExtFiles:
     """A queue's ext files, loaded on demand and dropped once the (ascending) addresses have moved past them."""
 
     def __init__(self, ext_dir: str):
-        listed = queue_files(ext_dir) if os.path.isdir(ext_dir) else []
+        listed = queue_files(ext_dir) if sfs.isdir(ext_dir) else []
         self.paths = dict(listed)
         self.first = listed[0][0] if listed else None
-        self.size = os.path.getsize(listed[0][1]) if listed else 1
+        self.size = sfs.getsize(listed[0][1]) if listed else 1
         self.loaded: dict[int, bytes] = {}
 
     def for_fields(self, fields: np.ndarray) -> dict[int, bytes]:
@@ -90,8 +91,7 @@ class _ExtFiles:
         for s in [s for s in self.loaded if s not in need]:
             del self.loaded[s]
         for s in need - set(self.loaded):
-            with open(self.paths[s], "rb") as f:
-                self.loaded[s] = f.read()
+            self.loaded[s] = sfs.read_bytes(self.paths[s])
         return dict(self.loaded)
 
 
@@ -106,8 +106,7 @@ def read_dump_queue(store_root: str, topic: str, queue_id: int) -> Iterator[pa.R
     ext = _ExtFiles(os.path.join(store_root, "consumequeue_ext", topic, str(queue_id)))
     leading = True
     for start, path in queue_files(cq_dir):
-        with open(path, "rb") as f:
-            units = decode_units(f.read())
+        units = decode_units(sfs.read_bytes(path))
         units = units[:valid_count(units)]
         qo = np.arange(len(units), dtype=np.int64) + start // CQ_STORE_UNIT_SIZE
         offsets = units["offset"].astype(np.int64)

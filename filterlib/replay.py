@@ -6,7 +6,6 @@ verdict set-at-a-time (`engine.decide`) and the pulls paged as getMessage does (
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +14,7 @@ import pyarrow as pa
 from filterlib import message_filter as mf
 from filterlib.engine.decide import OUTCOMES, Decisions, Units, decide_units
 from filterlib.pull import Calls, PullConfig, replay_pulls
+from filterlib.store import fs as sfs
 from filterlib.store.consumequeue import read_queue_columns
 from filterlib.store.consumequeue_ext import ExtColumns, load_ext_files, resolve_columns
 from filterlib.store.storedir import StoreDir
@@ -68,7 +68,7 @@ def load_queue(store: StoreDir, topic: str, queue_id: int) -> Queue:
     first = int(keep[0]) if len(keep) else len(qo)
     min_offset = int(qo[first]) if first < len(qo) else (int(qo[-1]) + 1 if len(qo) else 0)
     ext_dir = store.queue_dir(topic, queue_id, ext=True)
-    files = load_ext_files(ext_dir) if os.path.isdir(ext_dir) else {}
+    files = load_ext_files(ext_dir) if sfs.isdir(ext_dir) else {}
     ext_size = len(next(iter(files.values()))) if files else 1
     ext = resolve_columns(tags_field[first:], files, ext_size)
     return Queue(topic, queue_id, min_offset, offsets[first:], sizes[first:], ext, per_file)

@@ -29,6 +29,7 @@ from filterlib.dispatch import CQ_SCHEMA, registry_groups, registry_spec
 from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
 from filterlib.dumpregistry import RegistryLoad
 from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
+from filterlib.store import fs as sfs
 from filterlib.store.commitlog import parse_delay_levels
 from filterlib.store.scan import iter_ranges
 from filterlib.store.storedir import StoreDir
@@ -226,9 +227,11 @@ def parser() -> argparse.ArgumentParser:
         description="Rebuild a RocketMQ store dump's consume queues (ext store times and SQL92 bloom bitmaps "
                     "included) from its commitlog with Spark, and write the Delta tables messages, consume_queue, "
                     "consumer_filters and dump_files under the warehouse. Re-running a dump replaces its rows.")
-    p.add_argument("--store", required=True, metavar="DIR",
+    p.add_argument("--store", required=True, metavar="DIR|URI",
                    help="the dump: a broker store root holding commitlog/ (and config/consumerFilter.json for "
-                        "the SQL92 registrations; consumequeue/ and consumequeue_ext/ are read only by --verify)")
+                        "the SQL92 registrations; consumequeue/ and consumequeue_ext/ are read only by --verify); "
+                        "a local path or a file://, s3://, gs://, hdfs:// or abfs:// URI read in place "
+                        "(s3://bucket/prefix?endpoint_override=host:port&scheme=http for an S3-compatible server)")
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="directory (or Hadoop URI) of the Delta tables, one per table: <warehouse>/<table>")
     p.add_argument("--dump-id", metavar="ID",
@@ -297,7 +300,7 @@ def validate(args: argparse.Namespace) -> Inputs:
     export = None
     if args.export_cq is not None:
         export = _check_export_dir(args.export_cq, store.root)
-    if args.verify and not os.path.isdir(os.path.join(store.root, "consumequeue")):
+    if args.verify and not sfs.isdir(os.path.join(store.root, "consumequeue")):
         raise InputError(f"{store.root}: --verify needs the dump's consumequeue/ directory, and it has none")
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
                   bool(check), export, args.verify)
@@ -416,7 +419,8 @@ def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: Registry
     queues = inputs.store.queue_ids()
     qdf = spark.createDataFrame(sc.parallelize(queues, max(1, min(len(queues), sc.defaultParallelism * 4))),
                                 "topic string, queue_id int")
-    dump = (qdf.mapInArrow(dump_queue_units(os.path.abspath(inputs.store.root)), spark_ddl(DUMP_UNITS_SCHEMA))
+    dump = (qdf.mapInArrow(dump_queue_units(inputs.store.root if sfs.is_remote(inputs.store.root)
+                                          else os.path.abspath(inputs.store.root)), spark_ddl(DUMP_UNITS_SCHEMA))
             .persist(StorageLevel.MEMORY_AND_DISK))
     r = units.select(*QUEUE_KEY, F.lit(True).alias("r_present"), *[F.col(c).alias(f"r_{c}") for c in FIELDS])
     d = dump.select(*QUEUE_KEY, F.lit(True).alias("d_present"),
@@ -471,7 +475,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
     summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext)
     summary.issues += inputs.store.issues
-    has_ext_dir = os.path.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
+    has_ext_dir = sfs.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
     if has_ext_dir and not ext:
         summary.issues.append("the dump has consumequeue_ext/ but enableConsumeQueueExt is off "
                               f"({'in ' + inputs.broker_conf if inputs.broker_conf else 'no --broker-conf given'}):"

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import posixpath
 import sys
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from filterlib.dumpregistry import RegistryLoad, load_registry
 from filterlib.errors import StoreFormatError
+from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
 from jobs.delta_io import check_dump_id
@@ -157,9 +160,19 @@ def read_subscriptions(path: str | None) -> list[Subscription]:
         raise InputError(str(e)) from None
 
 
+def _store_name(store: str) -> str:
+    """The store directory's name: the last segment of a path, or of a URI's path (its bucket when it has none)."""
+    if sfs.is_remote(store):
+        u = urlsplit(store)
+        return posixpath.basename(u.path.rstrip("/")) or u.netloc.rsplit("@", 1)[-1]
+    if sfs.scheme_of(store) == "file":
+        store = urlsplit(store).path
+    return os.path.basename(os.path.normpath(os.path.abspath(store)))
+
+
 def dump_id_of(given: str | None, store: str) -> str:
     """The dump id given, else the store directory's name; InputError when it is unfit for a predicate."""
-    dump_id = given or os.path.basename(os.path.normpath(os.path.abspath(store)))
+    dump_id = given or _store_name(store)
     try:
         return check_dump_id(dump_id)
     except ValueError as e:

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from filterlib.cqexport import QueueGap, QueueWriter
 from filterlib.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
 from filterlib.queuediff import diff_batch, read_dump_queue
+from filterlib.store import fs as sfs
 from filterlib.store.scan import SCHEMA, RangeScan, ScanOptions, SplitReport
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, keep_below long"
@@ -99,8 +100,10 @@ def parse_report(text: str) -> SplitReport:
 
 def queue_units(ctx: TaskContext):
     """The mapInArrow function emitting consume-queue units (with position and file) and split reports."""
+    remote = sfs.snapshot()  # a remote store's file system, for the task's ranged reads
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        sfs.install(remote)
         dispatcher = _dispatcher(ctx)
         for t, scan in _scans(batches, ctx.options(want_body=False)):
             for batch in scan:
@@ -119,8 +122,10 @@ def queue_units(ctx: TaskContext):
 
 def messages(ctx: TaskContext):
     """The mapInArrow function emitting decoded records, each task dropping rows at or past `keep_below`."""
+    remote = sfs.snapshot()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        sfs.install(remote)
         for t, scan in _scans(batches, ctx.options(want_body=True)):
             limit = t["keep_below"]
             for batch in scan:
@@ -197,8 +202,10 @@ def export_queues(ctx: ExportContext):
 
 def dump_queue_units(store_root: str):
     """The mapInArrow function reading the dump's own queues (rows: topic, queue_id) as the pull reads them."""
+    remote = sfs.snapshot()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        sfs.install(remote)
         for tasks in batches:
             for t in tasks.to_pylist():
                 yield from read_dump_queue(store_root, t["topic"], t["queue_id"])

@@ -15,6 +15,7 @@ from filterlib.dispatch import registry_from_spec
 from filterlib.pull import PullConfig
 from filterlib.replay import load_queue
 from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNITS_SCHEMA, Plan, build_filter, simulate_queue
+from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from jobs.decode_tasks import spark_ddl
 
@@ -60,8 +61,10 @@ def _bitmap_array(bitmaps: np.ndarray, lengths: np.ndarray) -> pa.Array:
 
 def read_dump_queues(store_root: str):
     """The mapInArrow function: (topic, queue_id) rows in, the dump's units of those queues out (CQ_SIDE)."""
+    remote = sfs.snapshot()  # a remote store's file system, registered in the task before it reads
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        sfs.install(remote)
         store = StoreDir(store_root)
         for batch in batches:
             for t in batch.to_pylist():

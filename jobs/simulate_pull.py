@@ -43,6 +43,7 @@ from filterlib.simulate import (
     plan_all,
     what_if_plans,
 )
+from filterlib.store import fs as sfs
 from filterlib.store.compression import decompress_body
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 from filterlib.store.storedir import StoreDir
@@ -199,10 +200,11 @@ def parser() -> argparse.ArgumentParser:
                     "themselves, the delivered messages and per-group statistics, as Delta tables under the "
                     "warehouse. Needs job 1 (python -m jobs.build_queues) run on the same dump and warehouse "
                     "first. Re-running a dump replaces its rows.")
-    p.add_argument("--store", required=True, metavar="DIR",
-                   help="the dump (the broker store root job 1 read): its consumequeue/ and consumequeue_ext/ "
-                        "are the queues pulled by default, config/consumerFilter.json the SQL92 registry, "
-                        "config/consumerOffset.json the committed offsets")
+    p.add_argument("--store", required=True, metavar="DIR|URI",
+                   help="the dump (the broker store root job 1 read, a path or a URI as job 1 takes it): its "
+                        "consumequeue/ and consumequeue_ext/ are the queues pulled by default, "
+                        "config/consumerFilter.json the SQL92 registry, config/consumerOffset.json the committed "
+                        "offsets")
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="the Delta warehouse job 1 wrote (its messages table is read; the tables of this job are "
                         "written beside them)")
@@ -285,7 +287,7 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
 
     source = inputs.queues
     pairs = [q for q in inputs.store.queue_ids() if q[0] in topics]
-    if source == DUMP and not os.path.isdir(os.path.join(inputs.store.root, "consumequeue")):
+    if source == DUMP and not sfs.isdir(os.path.join(inputs.store.root, "consumequeue")):
         summary.notes.append("the dump has no consumequeue/: pulled job 1's rebuilt queues instead")
         source = REBUILT
     summary.queues_source = source

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from filterlib.store import fs as sfs
 from filterlib.store.commitlog import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -59,9 +60,9 @@ def valid_count(units: np.ndarray) -> int:
 def queue_files(queue_dir: str) -> list[tuple[int, str]]:
     """(start byte offset, path) of a queue directory's mapped files, in order (stray entries skipped)."""
     out = []
-    for name in os.listdir(queue_dir):
+    for name in sfs.listdir(queue_dir):
         path = os.path.join(queue_dir, name)
-        if is_mapped_file_name(name) and os.path.isfile(path):
+        if is_mapped_file_name(name) and sfs.isfile(path):
             out.append((int(name), path))
     return sorted(out)
 
@@ -74,8 +75,7 @@ def read_queue(queue_dir: str) -> list[CqUnit]:
     """
     out: list[CqUnit] = []
     for start, path in queue_files(queue_dir):
-        with open(path, "rb") as f:
-            units = decode_units(f.read())
+        units = decode_units(sfs.read_bytes(path))
         n = valid_count(units)
         base = start // CQ_STORE_UNIT_SIZE
         for i in range(n):
@@ -138,8 +138,7 @@ def read_queue_columns(queue_dir: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     parts = []
     per_file = 0
     for start, path in queue_files(queue_dir):
-        with open(path, "rb") as f:
-            data = f.read()
+        data = sfs.read_bytes(path)
         per_file = per_file or len(data) // CQ_STORE_UNIT_SIZE
         units = decode_units(data)
         n = valid_count(units)

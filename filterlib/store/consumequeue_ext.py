@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from filterlib.store import fs as sfs
 from filterlib.store.commitlog import file_name
 from filterlib.store.consumequeue import queue_files
 
@@ -92,8 +93,7 @@ def load_ext_files(queue_dir: str) -> dict[int, bytes]:
     """{file start offset: bytes} of one (topic, queueId) ext directory, for `lookup`."""
     out: dict[int, bytes] = {}
     for start, path in queue_files(queue_dir):
-        with open(path, "rb") as f:
-            out[start] = f.read()
+        out[start] = sfs.read_bytes(path)
     return out
 
 
@@ -105,8 +105,7 @@ def read_ext_queue(queue_dir: str) -> dict[int, CqExtUnit]:
     """
     out: dict[int, CqExtUnit] = {}
     for start, path in queue_files(queue_dir):
-        with open(path, "rb") as f:
-            data = f.read()
+        data = sfs.read_bytes(path)
         for off, unit in iter_file_units(data, start):
             out[decorate(off)] = unit
     return out

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from filterlib.errors import StoreFormatError
 from filterlib.store import _kernels as K
+from filterlib.store import fs as sfs
 from filterlib.store.commitlog import REASONS, decode_record, is_mapped_file_name, parse_delay_levels
 
 SCHEMA = pa.schema([
@@ -133,18 +134,24 @@ class _Window:
     """A read buffer over one file, borrowed from a per-thread spare (fresh big buffers cost page faults).
 
     The window owns its buffer until `close`, so scans iterated side by side in one thread never read each
-    other's bytes; closing hands the buffer back for the next window of the thread.
+    other's bytes; closing hands the buffer back for the next window of the thread. A remote file (a URI, see
+    `filterlib.store.fs`) fills the same buffer with ranged reads of at most REMOTE_READ_CHUNK bytes each, so a
+    task reads its range plus the overlap that finishes its last record, never the whole object.
     """
 
     def __init__(self, path: str, file_size: int):
         self.path = path
         self.file_size = file_size
-        self.fh = open(path, "rb", buffering=0)
+        self.remote = sfs.open_random(path) if sfs.is_remote(path) else None
+        self.fh = None if self.remote is not None else open(path, "rb", buffering=0)
         self.buf: np.ndarray | None = getattr(_local, "buf", None)
         _local.buf = None
 
     def close(self) -> None:
-        self.fh.close()
+        if self.remote is not None:
+            self.remote.close()
+        else:
+            self.fh.close()
         spare = getattr(_local, "buf", None)
         if self.buf is not None and (spare is None or len(spare) < len(self.buf)):
             _local.buf = self.buf
@@ -160,9 +167,15 @@ class _Window:
         buf = self.buf
         if buf is None or len(buf) < size:
             buf = self.buf = np.empty(max(size, 1 << 20), dtype=np.uint8)
+        mv = memoryview(buf)
+        if self.remote is not None:
+            got = self.remote.readinto_at(mv[:size], off)
+            if got < size:
+                raise StoreFormatError(f"file shrank while being read (expected {self.file_size} bytes)",
+                                       path=sfs.display(self.path), offset=off + got)
+            return buf[:got], off, off + got >= self.file_size
         self.fh.seek(off)
         got = 0
-        mv = memoryview(buf)
         while got < size:
             k = self.fh.readinto(mv[got:size])
             if not k:
@@ -378,7 +391,7 @@ class RangeScan:
         self.path = path
         self.opts = opts or ScanOptions()
         self.file_base = file_base_of(path) if file_base is None else file_base
-        self.file_size = os.path.getsize(path) if file_size is None else file_size
+        self.file_size = sfs.getsize(path) if file_size is None else file_size
         end = min(end, self.file_size)
         self.report = SplitReport(path, self.file_base, self.file_size, start, end)
 
@@ -560,7 +573,7 @@ def decode_file(path: str, opts: ScanOptions | None = None, split_bytes: int | N
                 ) -> tuple[list[pa.RecordBatch], FileAccount]:
     """Decode one commitlog file (optionally through splits, as tasks would) into batches and its accounting."""
     opts = opts or ScanOptions()
-    fsize = os.path.getsize(path)
+    fsize = sfs.getsize(path)
     ranges = iter_ranges(fsize, split_bytes or max(fsize, 1))
     scans = [RangeScan(path, s, e, opts, file_size=fsize) for s, e in ranges]
     parts = [sc.batches() for sc in scans]
@@ -585,7 +598,7 @@ def _rows_before(batch: pa.RecordBatch, limit: int) -> int:
 
 def hop_file(path: str, chunk_bytes: int = DEFAULT_CHUNK) -> tuple[int, int]:
     """Size-only record hop over a whole file (the scan ceiling): (records, bytes)."""
-    fsize = os.path.getsize(path)
+    fsize = sfs.getsize(path)
     win = _Window(path, fsize)
     try:
         count = 0

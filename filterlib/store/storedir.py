@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from filterlib.errors import StoreFormatError
 from filterlib.store import fastjson
+from filterlib.store import fs as sfs
 from filterlib.store.brokerconf import BrokerFilterConf
 from filterlib.store.commitlog import is_mapped_file_name
 from filterlib.store.consumequeue import CqUnit, read_queue
@@ -50,13 +51,13 @@ def list_commitlog(dirs: str | list[str]) -> CommitLogFiles:
     files = []
     missing = []
     for d in dirs:
-        if not os.path.isdir(d):
+        if not sfs.isdir(d):
             missing.append(f"{d!r}: commitlog directory not found (storePathCommitLog entries are not trimmed)")
             continue
-        for name in os.listdir(d):
+        for name in sfs.listdir(d):
             p = os.path.join(d, name)
-            if is_mapped_file_name(name) and os.path.isfile(p):
-                files.append(MappedFile(p, int(name), os.path.getsize(p)))
+            if is_mapped_file_name(name) and sfs.isfile(p):
+                files.append(MappedFile(p, int(name), sfs.getsize(p)))
     files.sort(key=lambda f: f.base)
     sizes = Counter(f.size for f in files if f.size > 0)
     issues: list[str] = missing
@@ -93,8 +94,16 @@ class StoreDir:
     """A broker store root (a dump): commitlog, consumequeue, consumequeue_ext, config, checkpoint, broker.conf."""
 
     def __init__(self, root: str, commitlog_dirs: str | list[str] | None = None, broker_conf: str | None = None):
-        if not os.path.isdir(root):
-            raise StoreFormatError("store directory not found", path=root)
+        given = root
+        try:
+            # a path as given, or a remote store's canonical URI (its file system registered for the readers)
+            root = sfs.store_root(root)
+            if not sfs.isdir(root):
+                if sfs.is_remote(root):
+                    raise StoreFormatError(f"store not found: {sfs.missing_reason(root)}", path=sfs.display(given))
+                raise StoreFormatError("store directory not found", path=root)
+        except sfs.StoreAccessError as e:
+            raise StoreFormatError(f"cannot read the store: {e.reason}", path=sfs.display(given)) from None
         self.root = root
         self.conf = BrokerFilterConf.load(broker_conf) if broker_conf else BrokerFilterConf()
         dirs = commitlog_dirs or self.conf.storePathCommitLog or os.path.join(root, "commitlog")
@@ -114,14 +123,14 @@ class StoreDir:
         """(topic, queueId) pairs present under consumequeue/ (or consumequeue_ext/)."""
         base = os.path.join(self.root, "consumequeue_ext" if ext else "consumequeue")
         out = []
-        if not os.path.isdir(base):
+        if not sfs.isdir(base):
             return out
-        for topic in sorted(os.listdir(base)):
+        for topic in sorted(sfs.listdir(base)):
             tdir = os.path.join(base, topic)
-            if not os.path.isdir(tdir):
+            if not sfs.isdir(tdir):
                 continue
-            for q in os.listdir(tdir):
-                if _queue_id(q) is not None and os.path.isdir(os.path.join(tdir, q)):
+            for q in sfs.listdir(tdir):
+                if _queue_id(q) is not None and sfs.isdir(os.path.join(tdir, q)):
                     out.append((topic, int(q)))
         return sorted(out)
 
@@ -136,7 +145,7 @@ class StoreDir:
     def read_ext(self, topic: str, queue_id: int) -> dict[int, CqExtUnit]:
         """Ext units of one queue keyed by decorated address ({} when the queue has no ext files)."""
         d = self.queue_dir(topic, queue_id, ext=True)
-        return read_ext_queue(d) if os.path.isdir(d) else {}
+        return read_ext_queue(d) if sfs.isdir(d) else {}
 
     def config(self, name: str) -> Any | None:
         """config/<name>.json in fastjson's dialect; None if absent.
@@ -148,10 +157,9 @@ class StoreDir:
         path = os.path.join(self.root, "config", f"{name}.json")
         errors: list[str] = []
         for p in (path, path + ".bak"):
-            if not os.path.isfile(p):
+            if not sfs.isfile(p):
                 continue
-            with open(p, encoding="utf-8", errors="replace") as f:
-                text = f.read()
+            text = sfs.read_bytes(p).decode("utf-8", errors="replace")
             if not text:
                 continue
             try:
@@ -167,10 +175,9 @@ class StoreDir:
     def checkpoint(self) -> dict[str, int] | None:
         """The checkpoint file's timestamps and offsets (big-endian longs), None if absent or short."""
         p = os.path.join(self.root, "checkpoint")
-        if not os.path.isfile(p):
+        if not sfs.isfile(p):
             return None
-        with open(p, "rb") as f:
-            data = f.read(40)
+        data = sfs.read_head(p, 40)
         names = ["physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
                  "confirmPhyOffset"]
         n = len(data) // 8
