@@ -160,15 +160,17 @@ class Dispatcher:
                 continue
             rows = np.flatnonzero(codes == code)
             store = store_all[rows]
-            counting = store[:, None] > tf.born[None, :]
-            any_counts = counting.any(axis=1)
+            counting = tf.born[:, None] < store[None, :]
+            any_counts = counting.any(axis=0)
             if not any_counts.any():
                 continue
             matches = []
             if tf.engine is not None:
                 props = batch.column("properties").take(pa.array(rows))
                 results = tf.engine.evaluate(props)
-                matches = [r.matches & counting[:, i] for r, i in zip(results, tf.usable, strict=True)]
+                always = store.min() > tf.born
+                matches = [r.matches if always[i] else r.matches & counting[i]
+                           for r, i in zip(results, tf.usable, strict=True)]
                 for m, g in zip(matches, tf.groups, strict=True):
                     self.stats.matches[(g, topic)] = self.stats.matches.get((g, topic), 0) + int(m.sum())
             bits, ok = ext_bitmaps(matches, tf.datas, bloom, len(rows))
