@@ -25,6 +25,7 @@ from filterlib.store import fs as sfs
 from filterlib.store.scan import RangeScan, ScanOptions, iter_ranges, merge_reports
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues, simulate_pull
+from jobs.cli import dump_id_of
 from jobs.delta_io import read_dump
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,3 +243,13 @@ def test_wrong_credentials_are_one_line(s3_auth, tmp_path, capsys, monkeypatch) 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIANOSUCHKEY0000000")
     err = _one_line_error(capsys, build_queues.main, ["--store", uri(endpoint), "--warehouse", str(tmp_path)])
     assert f"s3://{BUCKET}/{PREFIX}" in err and "cannot read the store" in err
+
+
+def test_file_uri_is_the_local_store_and_names_never_show_credentials() -> None:
+    local, via_uri = StoreDir(str(DEMO / "dump")), StoreDir((DEMO / "dump").as_uri())
+    assert via_uri.root == str(DEMO / "dump") and not sfs.is_remote(via_uri.root)
+    assert [f.path for f in via_uri.commitlog.files] == [f.path for f in local.commitlog.files]
+    assert sfs.display("s3://AKIAX:s3cr3t@bucket/a/b?endpoint_override=h:9000") == "s3://bucket/a/b"
+    assert dump_id_of(None, "s3://bucket/dumps/2026-11-24/?endpoint_override=h:9000&scheme=http") == "2026-11-24"
+    assert dump_id_of(None, "s3://bucket?endpoint_override=h:9000") == "bucket"
+    assert dump_id_of(None, (DEMO / "dump").as_uri()) == "dump"
