@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from filterlib import message_filter as mf
@@ -44,6 +45,7 @@ from filterlib.simulate import (
     what_if_plans,
 )
 from filterlib.store import fs as sfs
+from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import decompress_body
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 from filterlib.store.storedir import StoreDir
@@ -326,18 +328,23 @@ def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, in
 
 
 def _with_bodies(batches):
-    """mapInArrow over delivered rows: the body as the consumer gets it (decompressed), and the client msgId."""
+    """mapInArrow over delivered rows: the body as the consumer gets it (decompressed where the sysflag says it is
+    compressed; a body that does not decompress is kept as stored, with body_error saying why)."""
     for b in batches:
-        bodies, errors = [], []
-        for body, flag in zip(b.column("stored_body").to_pylist(), b.column("sys_flag").to_pylist(), strict=True):
-            try:
-                bodies.append(decompress_body(body or b"", flag))
-                errors.append(None)
-            except Exception as e:  # a body that does not decompress is kept raw and named
-                bodies.append(body)
-                errors.append(f"{type(e).__name__}: {e}")
+        flags = np.asarray(b.column("sys_flag").fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        compressed = np.flatnonzero(flags & COMPRESSED_FLAG)
+        body = b.column("stored_body")
+        errors: list[str | None] = [None] * b.num_rows
+        if len(compressed):
+            values = body.to_pylist()
+            for i in compressed.tolist():
+                try:
+                    values[i] = decompress_body(values[i] or b"", int(flags[i]))
+                except Exception as e:  # a body that does not decompress is kept raw and named
+                    errors[i] = f"{type(e).__name__}: {e}"
+            body = pa.array(values, pa.binary())
         cols = {n: b.column(n) for n in b.schema.names}
-        cols["body"] = pa.array(bodies, pa.binary())
+        cols["body"] = body
         cols["body_error"] = pa.array(errors, pa.string())
         yield pa.RecordBatch.from_pydict(cols)
 
