@@ -76,6 +76,8 @@ DUMP_FILES_DDL = ("dump_id string, path string, kind string, file_base long, siz
                   "decoded_bytes long, blank_bytes long, zero_tail_bytes long, damaged_bytes long, valid_end long, "
                   "end_kind string, damage_offset long, damage_global_offset long, damage_length long, "
                   "damage_reason string, splits int, whole_file_fallback boolean")
+DUMPS_DDL = ("dump_id string, store string, broker_conf string, subscriptions string, built_at long, files int, "
+             "bytes long, records long, units long, queues int")
 FILTERS_DDL = ("dump_id string, consumer_group string, topic string, expression string, expression_type string, "
                "client_version long, born_time long, dead_time long, dead boolean, source string, "
                "registered boolean, compiled boolean, compile_error string, bloom_bit_pos array<int>, "
@@ -563,9 +565,24 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.issues.append(f"the messages pass wrote {written} rows where the first pass counted "
                               f"{summary.records} records (did the store change during the run?)")
     log.info("wrote messages: %d records", written)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")
+    summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(inputs, summary)], DUMPS_DDL), wh,
+                                           "dumps", inputs.dump_id)
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary
+
+
+def _dump_row(inputs: Inputs, summary: Summary) -> dict:
+    """The dumps table's row: where the dump and its inputs are, so job 2 and explain can find them again."""
+    def local(path: str | None) -> str | None:
+        return None if path is None else os.path.abspath(path)
+
+    root = inputs.store.root
+    return {"dump_id": inputs.dump_id, "store": root if "://" in root else os.path.abspath(root),
+            "broker_conf": local(inputs.broker_conf), "subscriptions": local(inputs.subscriptions_path),
+            "built_at": int(time.time() * 1000), "files": summary.files, "bytes": summary.bytes,
+            "records": summary.records, "units": summary.units, "queues": summary.queues}
 
 
 def _prepare(args: argparse.Namespace) -> Inputs:

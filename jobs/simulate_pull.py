@@ -122,8 +122,8 @@ OUTCOME_COLUMNS = {mf.DELIVERED: "delivered", mf.TAG_HASH_MISS: "tag_hash_miss",
 class Inputs:
     """Everything validated on the driver before Spark starts."""
 
-    store: StoreDir
-    dump_id: str
+    store: StoreDir | None
+    dump_id: str | None
     warehouse: str
     broker_conf: str | None
     subscriptions: list[Subscription]
@@ -132,6 +132,7 @@ class Inputs:
     defaults: dict[str, Any]
     what_if: list[WhatIf] = field(default_factory=list)
     refused: list[WhatIfRefused] = field(default_factory=list)
+    subscriptions_path: str | None = None
 
 
 @dataclass
@@ -202,11 +203,12 @@ def parser() -> argparse.ArgumentParser:
                     "themselves, the delivered messages and per-group statistics, as Delta tables under the "
                     "warehouse. Needs job 1 (python -m jobs.build_queues) run on the same dump and warehouse "
                     "first. Re-running a dump replaces its rows.")
-    p.add_argument("--store", required=True, metavar="DIR|URI",
+    p.add_argument("--store", metavar="DIR|URI",
                    help="the dump (the broker store root job 1 read, a path or a URI as job 1 takes it): its "
                         "consumequeue/ and consumequeue_ext/ are the queues pulled by default, "
                         "config/consumerFilter.json the SQL92 registry, config/consumerOffset.json the committed "
-                        "offsets")
+                        "offsets (default: the store job 1 recorded for the dump in the warehouse's dumps table, "
+                        "with its broker.conf and subscriptions file unless those flags are given)")
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="the Delta warehouse job 1 wrote (its messages table is read; the tables of this job are "
                         "written beside them)")
@@ -245,13 +247,20 @@ def parser() -> argparse.ArgumentParser:
 def validate(args: argparse.Namespace) -> Inputs:
     """Check every input before Spark starts; raise InputError with one line naming what is wrong."""
     defaults = load_defaults(args.defaults)
-    store = open_store(args.store, args.broker_conf)
-    subs = read_subscriptions(args.subscriptions)
-    dump_id = dump_id_of(args.dump_id, args.store)
-    if "://" not in args.warehouse and not os.path.isdir(os.path.join(table_path(args.warehouse, "messages"),
-                                                                        "_delta_log")):
+    local_wh = "://" not in args.warehouse
+    if local_wh and not os.path.isdir(os.path.join(table_path(args.warehouse, "messages"), "_delta_log")):
         raise InputError(f"{args.warehouse}: not a warehouse of job 1 (no Delta table messages/ in it); run "
-                         f"python -m jobs.build_queues --store {args.store} --warehouse {args.warehouse} first")
+                         f"python -m jobs.build_queues --store {args.store or 'DUMP'} --warehouse {args.warehouse} "
+                         f"first")
+    if args.store is None:
+        if local_wh and not os.path.isdir(os.path.join(table_path(args.warehouse, "dumps"), "_delta_log")):
+            raise InputError(f"{args.warehouse}: no dumps table recording where job 1's dumps are: pass --store")
+        store, dump_id = None, args.dump_id
+        subs = read_subscriptions(args.subscriptions)
+    else:
+        store = open_store(args.store, args.broker_conf)
+        subs = read_subscriptions(args.subscriptions)
+        dump_id = dump_id_of(args.dump_id, args.store)
     candidates, refused = [], []
     for spec in args.what_if:
         try:
@@ -260,7 +269,38 @@ def validate(args: argparse.Namespace) -> Inputs:
             raise InputError(str(e)) from None
         (refused if isinstance(parsed, WhatIfRefused) else candidates).append(parsed)
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults,
-                  candidates, refused)
+                  candidates, refused, args.subscriptions)
+
+
+def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
+    """With no --store: the store (and, unless given, the broker.conf and subscriptions file) job 1 recorded for
+    the dump in the warehouse's dumps table; the only dump there when no --dump-id is given."""
+    from dataclasses import replace
+
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    if inputs.store is not None:
+        return inputs
+    try:
+        dumps = spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
+        if inputs.dump_id is not None:
+            dumps = dumps.where(F.col("dump_id") == inputs.dump_id)
+        rows = dumps.limit(50).collect()
+    except AnalysisException as e:
+        raise InputError(f"{table_path(inputs.warehouse, 'dumps')}: cannot read job 1's dumps table "
+                         f"({str(e).splitlines()[0]}); pass --store") from None
+    if len(rows) != 1:
+        known = ", ".join(sorted(r.dump_id for r in rows)) or "none"
+        what = f"dump {inputs.dump_id!r} is not recorded" if inputs.dump_id else f"{len(rows)} dumps are recorded"
+        raise InputError(f"{inputs.warehouse}: {what} (dumps: {known}); pass --store (and --dump-id)")
+    row = rows[0]
+    broker_conf = inputs.broker_conf or row.broker_conf
+    subs_path = inputs.subscriptions_path or row.subscriptions
+    log.info("store from the dumps table: %s (broker.conf %s, subscriptions %s)", row.store, broker_conf, subs_path)
+    return replace(inputs, store=open_store(row.store, broker_conf), dump_id=row.dump_id, broker_conf=broker_conf,
+                   subscriptions=inputs.subscriptions if inputs.subscriptions_path else read_subscriptions(subs_path),
+                   subscriptions_path=subs_path)
 
 
 def _registry(inputs: Inputs, with_file: bool) -> RegistryLoad:
@@ -439,6 +479,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 
     t0 = time.monotonic()
     sc = spark.sparkContext
+    inputs = resolve_store(spark, inputs)
     conf = inputs.store.conf
     summary = Summary(inputs.dump_id, start=inputs.start)
     summary.notes += inputs.store.issues
@@ -557,7 +598,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
     """Parse, validate, run, print the summary; bad input is one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
-    return run_main(PROG, lambda: validate(args), lambda i: f"{PROG} {i.dump_id}", lambda i: i.defaults,
+    return run_main(PROG, lambda: validate(args), lambda i: f"{PROG} {i.dump_id or ''}".strip(), lambda i: i.defaults,
                     args.master, run, spark)
 
 

@@ -328,3 +328,22 @@ def test_what_if_reports_gains_and_losses_and_changes_nothing_else(spark, replay
     with pytest.raises(InputError, match="no current subscription of group 'nobody'"):
         simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(
             replayed["demo"]["args"] + ["--what-if", "nobody=TAG:*"])))
+
+
+def test_store_and_broker_conf_come_from_job_1s_dumps_table(spark, replayed) -> None:
+    """As design.md's command line has it, without --store: job 1 recorded the demo dump's store and broker.conf in
+    the dumps table, and job 2 finds them there and decides exactly as with them given; a dump the table does not
+    hold is one clear error."""
+    wh = replayed["warehouse"]
+    (row,) = rows(spark, wh, "dumps", "demo", ["dump_id"])
+    assert row["store"] == str(DEMO / "dump") and row["broker_conf"] == str(DEMO / "broker.conf")
+    assert row["records"] == 968
+    key = ["subscription_index", "queue_id", "queue_offset"]
+    before = rows(spark, wh, "pull_decisions", "demo", key)
+    args = ["--warehouse", wh, "--dump-id", "demo", "--subscriptions", str(DEMO / "subscriptions.json")]
+    s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
+    assert s.dump_id == "demo" and s.decisions == len(before)
+    assert rows(spark, wh, "pull_decisions", "demo", key) == before
+    with pytest.raises(InputError, match="dump 'nope' is not recorded"):
+        simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(
+            ["--warehouse", wh, "--dump-id", "nope"])))
