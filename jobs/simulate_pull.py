@@ -247,20 +247,16 @@ def parser() -> argparse.ArgumentParser:
 def validate(args: argparse.Namespace) -> Inputs:
     """Check every input before Spark starts; raise InputError with one line naming what is wrong."""
     defaults = load_defaults(args.defaults)
+    store = None if args.store is None else open_store(args.store, args.broker_conf)
+    subs = read_subscriptions(args.subscriptions)
+    dump_id = args.dump_id if store is None else dump_id_of(args.dump_id, args.store)
     local_wh = "://" not in args.warehouse
     if local_wh and not os.path.isdir(os.path.join(table_path(args.warehouse, "messages"), "_delta_log")):
         raise InputError(f"{args.warehouse}: not a warehouse of job 1 (no Delta table messages/ in it); run "
-                         f"python -m jobs.build_queues --store {args.store or 'DUMP'} --warehouse {args.warehouse} "
-                         f"first")
-    if args.store is None:
-        if local_wh and not os.path.isdir(os.path.join(table_path(args.warehouse, "dumps"), "_delta_log")):
-            raise InputError(f"{args.warehouse}: no dumps table recording where job 1's dumps are: pass --store")
-        store, dump_id = None, args.dump_id
-        subs = read_subscriptions(args.subscriptions)
-    else:
-        store = open_store(args.store, args.broker_conf)
-        subs = read_subscriptions(args.subscriptions)
-        dump_id = dump_id_of(args.dump_id, args.store)
+                         f"python -m jobs.build_queues on the dump with --warehouse {args.warehouse} first")
+    if store is None and local_wh and not os.path.isdir(os.path.join(table_path(args.warehouse, "dumps"),
+                                                                       "_delta_log")):
+        raise InputError(f"{args.warehouse}: no dumps table recording where job 1's dumps are: pass --store")
     candidates, refused = [], []
     for spec in args.what_if:
         try:
