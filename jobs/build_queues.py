@@ -37,6 +37,7 @@ from filterlib.subscriptions import Subscription
 from jobs.cli import (
     ROOT,
     InputError,
+    add_session_args,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -255,12 +256,9 @@ def parser() -> argparse.ArgumentParser:
                      help="check every body CRC (default: broker.conf's checkCRCOnRecover, true in 5.3.3)")
     crc.add_argument("--no-check-crc", dest="check_crc", action="store_false",
                      help="skip the body CRC check (faster; damage inside a body is then not detected)")
-    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
-                   help=f"job defaults (JSON: split_bytes, batch_rows, check_crc, units_per_partition, master, "
-                        f"spark_conf for a session the job starts itself, parquet_conf set on the session for the "
-                        f"Parquet writers); default {DEFAULTS.relative_to(ROOT)}")
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
+    add_session_args(p, DEFAULTS, "split_bytes, batch_rows, check_crc, units_per_partition, master, spark_conf "
+                                  "for a session the job starts itself, parquet_conf set on the session for the "
+                                  "Parquet writers")
     p.add_argument("--export-cq", metavar="DIR",
                    help="also write the rebuilt queues as the broker's files, DIR/consumequeue/<topic>/<queueId>/ "
                         "(and DIR/consumequeue_ext/... when enableConsumeQueueExt is on), sized by "

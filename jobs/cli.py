@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -73,6 +74,14 @@ def load_defaults(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object of defaults")
     return data
+
+
+def add_session_args(p: argparse.ArgumentParser, defaults: Path, keys: str = "master, spark_conf") -> None:
+    """The --defaults and --master flags every entry point has."""
+    p.add_argument("--defaults", metavar="FILE", default=str(defaults),
+                   help=f"job defaults (JSON: {keys}); default {defaults.relative_to(ROOT)}")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
 
 
 def check_file(path: str | None, what: str) -> None:

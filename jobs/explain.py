@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from filterlib.explain import explain
-from jobs.cli import ROOT, InputError, load_defaults, run_main
+from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
 from jobs.delta_io import check_dump_id, table_path
 
 if TYPE_CHECKING:
@@ -72,9 +72,7 @@ def parser() -> argparse.ArgumentParser:
     key.add_argument("--key", metavar="K", help="a message key (the KEYS property, one of its space-separated keys)")
     key.add_argument("--queue", metavar="TOPIC:QID:OFFSET",
                      help="a consume-queue unit: topic, queue id and queue offset")
-    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
-                   help=f"job defaults (JSON: master, spark_conf); default {DEFAULTS.relative_to(ROOT)}")
-    p.add_argument("--master", metavar="URL", help="Spark master (default: the defaults file's, else local[*])")
+    add_session_args(p, DEFAULTS)
     return p
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from filterlib import tags as tagmod
-from jobs.cli import ROOT, InputError, job_logger, load_defaults, run_main
+from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main
 from jobs.delta_io import check_dump_id, read_dump, table_path
 from jobs.report_html import OUTCOMES, render
 
@@ -102,10 +102,7 @@ def parser() -> argparse.ArgumentParser:
                         "required when the warehouse is not local)")
     p.add_argument("--top", type=int, default=20, metavar="N",
                    help="rows kept in the top lists (tag-hash collisions, SQL error classes × groups); default 20")
-    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
-                   help=f"job defaults (JSON: master, spark_conf); default {DEFAULTS.relative_to(ROOT)}")
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
+    add_session_args(p, DEFAULTS)
     return p
 
 

@@ -53,6 +53,7 @@ from filterlib.subscriptions import Subscription
 from jobs.cli import (
     ROOT,
     InputError,
+    add_session_args,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -237,10 +238,7 @@ def parser() -> argparse.ArgumentParser:
                         "candidate is pulled as a posted subscription (exact SQL92, no bloom bits); the other "
                         "tables are not changed by it. A candidate that does not compile is reported with its "
                         "position and reason and skipped")
-    p.add_argument("--defaults", metavar="FILE", default=str(DEFAULTS),
-                   help=f"job defaults (JSON: master, spark_conf); default {DEFAULTS.relative_to(ROOT)}")
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master when not run by spark-submit (default: the defaults file's, else local[*])")
+    add_session_args(p, DEFAULTS)
     return p
 
 
