@@ -6,6 +6,15 @@ running, so the builder asks it (through the gateway spark-submit started) wheth
 `--packages io.delta:delta-spark_4.2_2.13:4.4.0`, `--jars ...`, or jars installed with the cluster's Spark — and
 only adds the Delta SQL extension and catalog; if it is not, DeltaJarsMissing says which option to pass (the local
 cache is never consulted there: the code may be running from a --py-files zip).
+
+A session that will use an s3a:// location (a Delta warehouse on S3: `build_session(..., locations=[warehouse])`)
+also needs Hadoop's S3A connector, hadoop-aws 3.5.0 (the Hadoop pyspark bundles) and the AWS SDK v2 bundle it
+asks for. Locally they come from `make s3-jars`' cache (`.cache/jars-s3`, or $RMQ_REPLAY_S3_JARS_DIR), only when an
+s3a:// location (or RMQ_REPLAY_S3A=1) asks for them: the bundle is ~650 MB. A local master gets them on the driver's
+class path (no copy per session), any other master through spark.jars. An S3-compatible server named by
+AWS_ENDPOINT_URL(_S3), as `--store` takes it, becomes the fs.s3a endpoint settings unless the conf names one.
+Under spark-submit the user passes `--packages org.apache.hadoop:hadoop-aws:3.5.0` and the fs.s3a settings with
+`--conf`; S3AJarsMissing says so when the connector is not on the JVM's class path.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,12 +31,18 @@ if TYPE_CHECKING:
 
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.5.0"
+S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 _ROOT = Path(__file__).resolve().parent.parent
 _VERSION_SUFFIX = re.compile(r"-\d[0-9A-Za-z.\-]*$")
 
 
 class DeltaJarsMissing(RuntimeError):
     """No Delta jars were found locally and none were configured for the session."""
+
+
+class S3AJarsMissing(DeltaJarsMissing):
+    """An s3a:// location needs hadoop-aws and the AWS SDK bundle, and neither the cache nor the JVM has them."""
 
 
 def jars_dir() -> Path:
@@ -52,6 +67,77 @@ def delta_jars(directory: Path | None = None) -> list[Path]:
 
     shipped = {_artifact(j) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     return sorted(j for j in directory.glob("*.jar") if _artifact(j) not in shipped)
+
+
+def s3_jars_dir() -> Path:
+    """Where `make s3-jars` puts hadoop-aws and its AWS SDK bundle (override with $RMQ_REPLAY_S3_JARS_DIR)."""
+    return Path(os.environ.get("RMQ_REPLAY_S3_JARS_DIR", _ROOT / ".cache" / "jars-s3"))
+
+
+def s3a_jars(directory: Path | None = None) -> list[Path]:
+    """The cached S3A connector jars (hadoop-aws, the AWS SDK v2 bundle, ...); [] when `make s3-jars` never ran."""
+    directory = directory or s3_jars_dir()
+    return sorted(directory.glob("*.jar")) if directory.is_dir() else []
+
+
+def needs_s3a(locations: Sequence[str | None] = ()) -> bool:
+    """True when one of the session's locations is an s3a:// URI, or RMQ_REPLAY_S3A=1 asks for the connector."""
+    if os.environ.get("RMQ_REPLAY_S3A") == "1":
+        return True
+    return any(loc and loc.split("://", 1)[0].lower() == "s3a" for loc in locations if "://" in (loc or ""))
+
+
+def s3a_env_conf(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """fs.s3a settings for the S3-compatible server AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL names (as `--store`
+    reads it): its endpoint, path-style requests, TLS as the URL's scheme says, the region from
+    AWS_REGION / AWS_DEFAULT_REGION. {} when neither variable is set (AWS itself: s3a finds the endpoint)."""
+    env = os.environ if environ is None else environ
+    url = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if not url:
+        return {}
+    url = url if "://" in url else "https://" + url
+    out = {"spark.hadoop.fs.s3a.endpoint": url.rstrip("/"),
+           "spark.hadoop.fs.s3a.path.style.access": "true",
+           "spark.hadoop.fs.s3a.connection.ssl.enabled": str(url.lower().startswith("https://")).lower()}
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        out["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return out
+
+
+def _is_local(master: str | None) -> bool:
+    return master is None or master == "local" or master.startswith("local[")
+
+
+def _s3a_conf(conf: dict[str, str], master: str | None) -> None:
+    """Add the S3A connector (and AWS_ENDPOINT_URL's server) to a session this process starts; the caller's conf
+    keeps precedence. S3AJarsMissing when `make s3-jars` never ran and the conf names no hadoop-aws either."""
+    if not any(k.startswith("spark.hadoop.fs.s3a.endpoint") for k in conf):
+        for k, v in s3a_env_conf().items():
+            conf.setdefault(k, v)
+    named = " ".join(conf.get(k, "") for k in ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath"))
+    if "hadoop-aws" in named:
+        return
+    jars = s3a_jars()
+    if not jars:
+        raise S3AJarsMissing(
+            f"an s3a:// location needs the S3A connector, and {s3_jars_dir()} has no jars: run `make s3-jars`, "
+            f"or on a cluster pass `--packages {S3A_PACKAGE}` to spark-submit")
+    if _is_local(master):
+        # One JVM: the driver's class path is the executors' too, and the ~650 MB bundle is not copied per session.
+        key, sep = "spark.driver.extraClassPath", os.pathsep
+    else:
+        key, sep = "spark.jars", ","
+    conf[key] = sep.join([*(v for v in [conf.get(key)] if v), *(str(j) for j in jars)])
+
+
+def _jvm_has_s3a() -> bool:
+    from pyspark import SparkContext
+
+    try:
+        return bool(SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(S3A_CLASS))
+    except Exception:
+        return False
 
 
 def _submitted_conf() -> dict[str, str]:
@@ -90,11 +176,14 @@ def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
     return "delta-spark" in text or (_submitted() and _jvm_has_delta())
 
 
-def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
+def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None,
+                  locations: Sequence[str | None] = ()) -> SparkSession:
     """Return a SparkSession that reads and writes Delta tables.
 
     master: e.g. "local[*]"; None keeps what spark-submit or the environment chose (local[*] if nothing did).
     conf: extra Spark settings, applied last.
+    locations: the warehouse (and any other Hadoop URIs) the session will use: an s3a:// one brings the S3A
+    connector (see the module's docstring).
     """
     from pyspark.sql import SparkSession
 
@@ -119,7 +208,14 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
             raise DeltaJarsMissing(
                 f"Delta Lake jars not found in {jars_dir()}: run `make setup`, or on a cluster pass "
                 f"`--packages {DELTA_PACKAGE}` to spark-submit")
-        conf.setdefault("spark.jars", ",".join(str(j) for j in jars))
+        conf["spark.jars"] = ",".join([*(v for v in [conf.get("spark.jars")] if v), *(str(j) for j in jars)])
+    if needs_s3a(locations):
+        if not _submitted():
+            _s3a_conf(conf, master or "local[*]")
+        elif not _jvm_has_s3a():
+            raise S3AJarsMissing(
+                f"an s3a:// location needs the S3A connector, and it is not on this spark-submit's classpath: pass "
+                f"`--packages {S3A_PACKAGE}` (or `--jars` with the jars `make s3-jars` puts in .cache/jars-s3)")
     builder = (
         builder.config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
