@@ -19,7 +19,7 @@ from filterlib.errors import StoreFormatError
 from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
-from jobs.delta_io import check_dump_id
+from jobs.delta_io import check_dump_id, warehouse_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -106,12 +106,15 @@ def job_logger(prog: str) -> logging.Logger:
     return log
 
 
-def job_session(app_name: str, defaults: dict[str, Any], master: str | None) -> SparkSession:
-    """The job's own SparkSession (jobs.spark's builder) with the defaults file's settings."""
+def job_session(app_name: str, defaults: dict[str, Any], master: str | None,
+                warehouse: str | None = None) -> SparkSession:
+    """The job's own SparkSession (jobs.spark's builder) with the defaults file's settings; an s3a:// warehouse
+    brings the S3A connector."""
     from jobs.spark import build_session
 
     spark = build_session(app_name, master=master or defaults.get("master"),
-                          conf={k: str(v) for k, v in (defaults.get("spark_conf") or {}).items()})
+                          conf={k: str(v) for k, v in (defaults.get("spark_conf") or {}).items()},
+                          locations=[warehouse])
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
@@ -119,7 +122,8 @@ def job_session(app_name: str, defaults: dict[str, Any], master: str | None) -> 
 def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], str], defaults: Callable[[Any], dict],
              master: str | None, work: Callable[[SparkSession, Any], Any], spark: SparkSession | None) -> int:
     """Validate (InputError → one line, exit 2), start Spark if no session is given (failure → one line, exit 1),
-    run, print the summary's lines; an InputError raised by the run (e.g. a warehouse without the dump) is exit 2."""
+    check that a warehouse given as a URI answers (exit 2), run, print the summary's lines; an InputError raised
+    by the run (e.g. a warehouse without the dump) is exit 2."""
     try:
         inputs = prepare()
     except InputError as e:
@@ -128,12 +132,13 @@ def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], st
     own = spark is None
     if own:
         try:
-            spark = job_session(app_name(inputs), defaults(inputs), master)
+            spark = job_session(app_name(inputs), defaults(inputs), master, getattr(inputs, "warehouse", None))
         except Exception as e:  # the session builder's own errors (no Delta jars, no Java) are one line too
             print(f"{prog}: error: cannot start Spark: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
                   file=sys.stderr)
             return 1
     try:
+        check_warehouse(spark, getattr(inputs, "warehouse", None))
         summary = work(spark, inputs)
     except InputError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
@@ -144,6 +149,15 @@ def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], st
     for line in summary.lines():
         print(line)
     return 0
+
+
+def check_warehouse(spark: SparkSession, warehouse: str | None) -> None:
+    """InputError when a warehouse URI's file system does not answer: no connector for the scheme, no such bucket,
+    connection refused, credentials rejected (jobs.delta_io.warehouse_problem). Needs the session: Delta reads and
+    writes through Spark's Hadoop file systems, so this asks the same ones."""
+    problem = warehouse_problem(spark, warehouse) if warehouse else None
+    if problem:
+        raise InputError(problem)
 
 
 def open_store(store: str, broker_conf: str | None) -> StoreDir:

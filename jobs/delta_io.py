@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,3 +39,61 @@ def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> 
     from pyspark.sql import functions as F
 
     return spark.read.format("delta").load(table_path(warehouse, table)).where(F.col("dump_id") == dump_id)
+
+
+# Fail fast when probing: a refused connection or a missing bucket is one answer, not minutes of S3A retries.
+_PROBE_CONF = {"fs.s3a.bucket.probe": "2", "fs.s3a.attempts.maximum": "1", "fs.s3a.retry.limit": "1",
+               "fs.s3a.retry.interval": "100ms", "fs.s3a.connection.establish.timeout": "5s"}
+
+
+_QUALIFIED = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z][A-Za-z0-9_$]*)")
+
+
+def display_uri(uri: str) -> str:
+    """A warehouse URI without user info or query (credentials a user may have put in it)."""
+    u = urlsplit(uri)
+    return urlunsplit((u.scheme, u.netloc.rsplit("@", 1)[-1], u.path, "", "")) if u.scheme and u.netloc else uri
+
+
+def _java_reason(e: BaseException) -> str:
+    """A JVM exception in one short line: simple class names, whitespace collapsed, the causes' repeated
+    "Class: message" segments (the AWS SDK nests the same one several times) kept once."""
+    java = getattr(e, "java_exception", None)
+    text = " ".join((str(java.toString()) if java is not None else str(e)).split()) or type(e).__name__
+    text = _QUALIFIED.sub(r"\1", text)
+    seen: list[str] = []
+    for part in text.split(": "):
+        if part not in seen:
+            seen.append(part)
+    line = ": ".join(seen)
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def warehouse_problem(spark: SparkSession, warehouse: str) -> str | None:
+    """Why a warehouse given as a URI cannot be used, in one line naming it; None when its file system answers.
+
+    The URI's Hadoop file system is opened as Delta will open it (the session's Hadoop settings) but as a fresh
+    instance with retries cut to one and, for s3a, the bucket probed at start: an unknown scheme (no connector on
+    the class path), a missing bucket, a refused connection or rejected credentials each give one line, not a
+    Java stack trace minutes later. Whether the tables exist is each job's own question. A local path (or
+    file: URI) is not probed."""
+    if "://" not in warehouse or warehouse.lower().startswith("file:"):
+        return None
+    from py4j.protocol import Py4JError
+
+    name = display_uri(warehouse)
+    hint = " (a warehouse on S3 is an s3a:// URI)" if warehouse.lower().startswith("s3://") else ""
+    try:
+        jvm = spark.sparkContext._jvm
+        hconf = spark._jsparkSession.sessionState().newHadoopConf()
+        for k, v in _PROBE_CONF.items():
+            hconf.set(k, v)
+        path = jvm.org.apache.hadoop.fs.Path(warehouse)
+        fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(path.toUri(), hconf)
+        try:
+            fs.exists(path)
+        finally:
+            fs.close()
+    except Py4JError as e:
+        return f"{name}: cannot use the warehouse: {_java_reason(e)}{hint}"
+    return None
