@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import pyarrow.fs as pafs
 import pytest
+import s3server
+from s3server import KEY_ID, SECRET, free_port, start_moto, stop, upload
 
 from filterlib.errors import StoreFormatError
 from filterlib.store import fs as sfs
@@ -32,73 +29,28 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
 BUCKET = "dumps"
 PREFIX = "rocketmq/demo"
-KEY_ID, SECRET = "AKIAMOTOTESTKEY00001", "moto-test-secret"  # the no-auth server accepts any credentials
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_moto(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"moto server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("moto server did not start in 90 s")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def _upload(endpoint: str, key: str, secret: str) -> None:
-    s3 = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", access_key=key, secret_key=secret,
-                           region="us-east-1", allow_bucket_creation=True)
-    s3.create_dir(BUCKET)
-    pafs.copy_files(str(DEMO / "dump"), f"{BUCKET}/{PREFIX}", source_filesystem=pafs.LocalFileSystem(),
-                    destination_filesystem=s3)
+    upload(endpoint, str(DEMO / "dump"), BUCKET, PREFIX, key, secret)
 
 
 @pytest.fixture(scope="module")
 def aws_env():
     """Credentials in the environment the standard way (and no instance-metadata lookups), restored afterwards."""
-    keep = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
-                                           "AWS_EC2_METADATA_DISABLED", "AWS_ENDPOINT_URL")}
-    os.environ.update({"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET,
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"})
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    yield
-    for k, v in keep.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with s3server.aws_env():
+        yield
 
 
 @pytest.fixture(scope="module")
 def s3(aws_env):
     """A moto S3 server holding the demo dump under s3://dumps/rocketmq/demo; yields its endpoint."""
-    proc, endpoint = _start_moto({})
+    proc, endpoint = start_moto({})
     try:
         _upload(endpoint, KEY_ID, SECRET)
         yield endpoint
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def uri(endpoint: str, prefix: str = PREFIX, bucket: str = BUCKET) -> str:
@@ -206,7 +158,7 @@ def test_missing_bucket_prefix_and_refused_connection_are_one_line(s3, tmp_path,
     err = _one_line_error(capsys, main, ["--store", uri(s3, prefix=PREFIX + "/commitlog/00000000000000000000"),
                                          "--warehouse", wh])
     assert "a file, not a store directory" in err
-    closed = f"127.0.0.1:{_free_port()}"
+    closed = f"127.0.0.1:{free_port()}"
     err = _one_line_error(capsys, main, ["--store", uri(closed), "--warehouse", wh])
     assert f"s3://{BUCKET}/{PREFIX}" in err and "cannot read the store" in err and "connect" in err.lower()
     assert "endpoint_override" not in err
@@ -216,7 +168,7 @@ def test_missing_bucket_prefix_and_refused_connection_are_one_line(s3, tmp_path,
 def s3_auth(aws_env):
     """A moto S3 server checking credentials: an IAM user with S3 rights created in the first (unchecked) calls."""
     boto3 = pytest.importorskip("boto3")
-    proc, endpoint = _start_moto({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+    proc, endpoint = start_moto({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
     try:
         iam = boto3.client("iam", endpoint_url=f"http://{endpoint}", region_name="us-east-1",
                            aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
@@ -227,7 +179,7 @@ def s3_auth(aws_env):
         _upload(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
         yield endpoint, key["AccessKeyId"], key["SecretAccessKey"]
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def test_wrong_credentials_are_one_line(s3_auth, tmp_path, capsys, monkeypatch) -> None:
