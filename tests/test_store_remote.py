@@ -19,6 +19,7 @@ from s3server import KEY_ID, SECRET, free_port, start_moto, stop, upload
 
 from filterlib.errors import StoreFormatError
 from filterlib.store import fs as sfs
+from filterlib.store import scan
 from filterlib.store.scan import RangeScan, ScanOptions, iter_ranges, merge_reports
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues, simulate_pull
@@ -109,6 +110,32 @@ def test_range_scan_reads_only_its_range_in_bounded_reads(s3, monkeypatch) -> No
         la, ra = merge_reports(lreports), merge_reports(rreports)
         assert ra.closes and (ra.records, ra.valid_end, ra.end_kind) == (la.records, la.valid_end, la.end_kind)
         assert ra.records > 100
+
+
+def test_remote_windows_stop_near_the_range_end_and_grow_for_long_records(s3, monkeypatch) -> None:
+    """With whole-file chunks a remote window still stops REMOTE_TAIL past its range end; a tail shorter than the
+    record crossing the end doubles until it fits, and the rows and reports equal the local scan's."""
+    monkeypatch.setattr(scan, "REMOTE_TAIL", 64)  # far shorter than the demo's records: the doubling must kick in
+    local, remote = StoreDir(str(DEMO / "dump")), StoreDir(uri(s3))
+    opened: list[sfs.RemoteFile] = []
+    orig = sfs.open_random
+
+    def keep(p):
+        f = orig(p)
+        opened.append(f)
+        return f
+
+    monkeypatch.setattr(sfs, "open_random", keep)
+    opts = ScanOptions(batch_rows=64)  # the default 64 MiB chunk: a whole demo file per window, were it not clipped
+    for lf, rf in zip(local.commitlog.files, remote.commitlog.files, strict=True):
+        for s, e in iter_ranges(lf.size, 40000):
+            opened.clear()
+            ls = RangeScan(lf.path, s, e, opts, file_base=lf.base, file_size=lf.size)
+            rs = RangeScan(rf.path, s, e, opts, file_base=rf.base, file_size=rf.size)
+            assert [r for b in rs.batches() for r in b.to_pylist()] == [r for b in ls.batches() for r in b.to_pylist()]
+            assert {**vars(rs.report), "path": None} == {**vars(ls.report), "path": None}
+            (f,) = opened
+            assert f.lo == s and f.hi <= e + 65536 + 16384, (s, e, f.lo, f.hi)
 
 
 def _sorted_rows(spark, wh: str, table: str, dump_id: str) -> list[dict]:

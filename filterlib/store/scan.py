@@ -51,6 +51,7 @@ SCHEMA = pa.schema([
 ])
 
 DEFAULT_CHUNK = 64 << 20
+REMOTE_TAIL = 256 << 10  # a remote window reaches at most this far past its scan's range end (doubling when short)
 DEFAULT_BATCH_ROWS = 65536
 _local = threading.local()
 
@@ -136,12 +137,18 @@ class _Window:
     The window owns its buffer until `close`, so scans iterated side by side in one thread never read each
     other's bytes; closing hands the buffer back for the next window of the thread. A remote file (a URI, see
     `filterlib.store.fs`) fills the same buffer with ranged reads of at most REMOTE_READ_CHUNK bytes each, so a
-    task reads its range plus the overlap that finishes its last record, never the whole object.
+    task reads its range plus the overlap that finishes its last record, never the whole object: with `limit` set
+    (the scan's range end), a remote window starting before it stops REMOTE_TAIL bytes past it instead of a whole
+    chunk past it; asked again at the same offset for as much (a record longer than that), the tail doubles.
+    Local files keep whole-chunk windows (page-cache reads; the fast path is unchanged).
     """
 
-    def __init__(self, path: str, file_size: int):
+    def __init__(self, path: str, file_size: int, limit: int | None = None):
         self.path = path
         self.file_size = file_size
+        self.limit = limit
+        self.tail = REMOTE_TAIL
+        self._last_off = -1
         self.remote = sfs.open_random(path) if sfs.is_remote(path) else None
         self.fh = None if self.remote is not None else open(path, "rb", buffering=0)
         self.buf: np.ndarray | None = getattr(_local, "buf", None)
@@ -163,6 +170,11 @@ class _Window:
         Raises StoreFormatError when the file ends before the size taken at the start of the scan (it was cut
         while being read): the kernels would otherwise keep asking for the missing bytes.
         """
+        if self.remote is not None and self.limit is not None and off < self.limit:
+            if off == self._last_off:  # asked again where it started: a record reaches past the tail
+                self.tail *= 2
+            self._last_off = off
+            size = min(size, self.limit - off + self.tail)
         size = max(0, min(size, self.file_size - off))
         buf = self.buf
         if buf is None or len(buf) < size:
@@ -396,7 +408,7 @@ class RangeScan:
         self.report = SplitReport(path, self.file_base, self.file_size, start, end)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        win = _Window(self.path, self.file_size)
+        win = _Window(self.path, self.file_size, limit=self.report.end)
         try:
             yield from self._run(win)
             self.report.last_nonzero = _last_nonzero(win, self.report.start, self.report.end)
