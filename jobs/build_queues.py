@@ -73,6 +73,9 @@ log = job_logger(PROG)
 
 CQ_COLUMNS = CQ_SCHEMA.names
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
+CQ_STATS = ["dump_id", *QUEUE_KEY, "commit_log_offset"]
+MESSAGES_STATS = ["dump_id", "commit_log_offset", *QUEUE_KEY, "store_timestamp"]
+"""The columns Delta keeps file statistics for (what lookups filter on; see delta_io.replace_dump)."""
 DUMP_FILES_DDL = ("dump_id string, path string, kind string, file_base long, size long, records long, "
                   "decoded_bytes long, blank_bytes long, zero_tail_bytes long, damaged_bytes long, valid_end long, "
                   "end_kind string, damage_offset long, damage_global_offset long, damage_length long, "
@@ -536,7 +539,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
     cq_df = (units.withColumn("dump_id", dump_id).select("dump_id", *CQ_COLUMNS)
              .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY).sortWithinPartitions(*QUEUE_KEY))
-    summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id)
+    summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id, CQ_STATS)
     log.info("wrote consume_queue: %d units", summary.units)
     if inputs.export_cq is not None:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: export consume queues")
@@ -557,7 +560,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     msg_df = (spark.createDataFrame(sc.parallelize(msg_tasks, max(1, len(msg_tasks))), TASK_DDL)
               .mapInArrow(messages(ctx), spark_ddl(MESSAGES_SCHEMA))
               .select(dump_id.alias("dump_id"), *MESSAGES_SCHEMA.names))
-    summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id)
+    summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
     written = _rows_written(spark, summary.tables["messages"])
     if written != summary.records:
         summary.issues.append(f"the messages pass wrote {written} rows where the first pass counted "

@@ -1,0 +1,51 @@
+"""jobs.delta_io.replace_dump: one dump's rows replaced in one commit, file statistics only where lookups need them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jobs.delta_io import STATS_PROPERTY, read_dump, replace_dump
+
+
+def _rows(spark, dump_id: str, n: int):
+    return spark.createDataFrame([(dump_id, i, f"g{i % 3}", f"detail {i}") for i in range(n)],
+                                 "dump_id string, unit long, consumer_group string, detail string")
+
+
+def _last_add_stats(table: Path) -> list[dict]:
+    """The stats of the files the newest commit added."""
+    newest = sorted((table / "_delta_log").glob("*.json"))[-1]
+    actions = [json.loads(line) for line in newest.read_text().splitlines()]
+    return [json.loads(a["add"]["stats"]) for a in actions if "add" in a]
+
+
+def _properties(spark, table: Path) -> dict:
+    return {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{table}`").collect()}
+
+
+def test_stats_only_for_the_given_columns(spark, tmp_path):
+    wh = str(tmp_path)
+    replace_dump(_rows(spark, "a", 10), wh, "t", "a", ["dump_id", "unit"])
+    stats = _last_add_stats(tmp_path / "t")
+    assert stats and all(set(s["minValues"]) == {"dump_id", "unit"} for s in stats)
+    assert _properties(spark, tmp_path / "t")[STATS_PROPERTY] == "dump_id,unit"
+    # Data skipping still answers on the kept columns: a lookup by unit reads one value.
+    assert read_dump(spark, wh, "t", "a").where("unit = 7").count() == 1
+
+
+def test_default_keeps_statistics_for_every_column(spark, tmp_path):
+    replace_dump(_rows(spark, "a", 5), str(tmp_path), "t", "a")
+    stats = _last_add_stats(tmp_path / "t")
+    assert all(set(s["minValues"]) == {"dump_id", "unit", "consumer_group", "detail"} for s in stats)
+
+
+def test_a_table_made_without_the_setting_gets_it_and_keeps_other_dumps(spark, tmp_path):
+    wh = str(tmp_path)
+    replace_dump(_rows(spark, "a", 4), wh, "t", "a")
+    replace_dump(_rows(spark, "b", 6), wh, "t", "b", ["dump_id", "consumer_group"])
+    assert _properties(spark, tmp_path / "t")[STATS_PROPERTY] == "dump_id,consumer_group"
+    assert all(set(s["minValues"]) == {"dump_id", "consumer_group"} for s in _last_add_stats(tmp_path / "t"))
+    replace_dump(_rows(spark, "b", 3), wh, "t", "b", ["dump_id", "consumer_group"])
+    assert read_dump(spark, wh, "t", "a").count() == 4
+    assert read_dump(spark, wh, "t", "b").count() == 3
