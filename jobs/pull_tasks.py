@@ -104,6 +104,8 @@ class PullContext:
     enable_property_filter: bool
     filter_support_retry: bool
     now: int
+    emit: tuple[str, ...] = (UNIT, PULL)
+    """The kinds of rows the replay hands back: each table reads a replay of its own rather than a cached one."""
 
 
 _filters: dict[str, dict] = {}
@@ -139,7 +141,8 @@ def replay_queues(ctx: PullContext):
         entries = _topic_filters(ctx).get(topic, [])
         filters = [(p.index, f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)), p.batch_size) for p, f in entries]
         decisions, pulls = simulate_queue(filters, units, min_offset, per_file, PullConfig())
-        return pa.concat_tables([_out(decisions, UNIT, topic, queue_id), _out(pulls, PULL, topic, queue_id)])
+        return pa.concat_tables([_out(t, kind, topic, queue_id) for t, kind in ((decisions, UNIT), (pulls, PULL))
+                                 if kind in ctx.emit])
 
     return run
 

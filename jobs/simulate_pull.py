@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -83,6 +83,8 @@ log = job_logger(PROG)
 
 DUMP, REBUILT = "dump", "rebuilt"
 DECISION_KEY = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset"]
+DECISION_STATS = ["dump_id", *DECISION_KEY, "commit_log_offset", "outcome"]
+"""The columns Delta keeps file statistics for (what explain and the report filter on; delta_io.replace_dump)."""
 DELIVERED_COLUMNS = [
     ("dump_id", "string"), ("consumer_group", "string"), ("topic", "string"), ("subscription_index", "int"),
     ("queue_id", "int"), ("queue_offset", "long"), ("commit_log_offset", "long"), ("pull_index", "int"),
@@ -361,6 +363,22 @@ def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, in
     return starts
 
 
+def _consumer_bodies(messages: DataFrame) -> DataFrame:
+    """Each message's fields as a consumer sees them, body decompressed: once per message, and only the compressed
+    ones pass through Python (most dumps have none, and a body is never copied through Python to stay as it is)."""
+    from pyspark.sql import functions as F
+
+    m = messages.select("commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
+                        "offset_msg_id", "properties", F.col("body").alias("stored_body"), "store_size", "sys_flag",
+                        "flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times")
+    m = m.withColumn("stored_body_size", F.length("stored_body").cast("int"))
+    compressed = (F.coalesce(F.col("sys_flag"), F.lit(0)).bitwiseAND(COMPRESSED_FLAG)) != 0
+    plain = (m.where(~compressed).withColumn("body", F.col("stored_body"))
+             .withColumn("body_error", F.lit(None).cast("string")))
+    in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in m.schema) + ", body binary, body_error string"
+    return plain.unionByName(m.where(compressed).mapInArrow(_with_bodies, in_ddl)).drop("stored_body")
+
+
 def _with_bodies(batches):
     """mapInArrow over delivered rows: the body as the consumer gets it (decompressed where the sysflag says it is
     compressed; a body that does not decompress is kept as stored, with body_error saying why)."""
@@ -468,7 +486,6 @@ def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages
 
 def run(spark: SparkSession, inputs: Inputs) -> Summary:
     """Replay the pulls of one dump with an existing session; returns the summary."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
@@ -515,23 +532,37 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     ctx = PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry, now)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
 
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues")
+    # No replay output is cached: caching its ~20 columns per decision cost 4x the replay itself. Each table reads a
+    # replay of its own (deterministic: the same context and `now`), and the counts come from the written tables.
     msg_side = messages.select("commit_log_offset", "properties", "tags")
     joined = units.join(msg_side, "commit_log_offset", "left")
-    out = joined.groupBy("topic", "queue_id").applyInArrow(replay_queues(ctx), out_ddl())
-    out = out.persist(StorageLevel.MEMORY_AND_DISK)
+
+    def replay(*kinds: str) -> DataFrame:
+        return joined.groupBy("topic", "queue_id").applyInArrow(
+            replay_queues(replace(ctx, emit=kinds)), out_ddl())
 
     plans_df = spark.createDataFrame(
         [(p.index, p.group, p.type, p.expression) for p in all_plans],
         "plan int, consumer_group string, subscription_type string, expression string").withColumnRenamed(
         "plan", "subscription_index").withColumn("plan", F.col("subscription_index"))
     dump_id = F.lit(inputs.dump_id).alias("dump_id")
-    all_decisions = out.where(F.col("kind") == UNIT).join(F.broadcast(plans_df), "plan")
-    decisions = all_decisions.where(F.col("plan") < len(plans))
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: aggregate the decisions")
+    wh = inputs.warehouse
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues and write "
+                         f"pull_decisions")
+    decisions = replay(UNIT).where(F.col("plan") < len(plans)).join(F.broadcast(plans_df), "plan")
+    decisions_out = decisions.withColumnRenamed("filter_bitmap", "bloom_bitmap").select(dump_id, *DECISION_COLUMNS)
+    summary.tables["pull_decisions"] = replace_dump(decisions_out.sortWithinPartitions(*DECISION_KEY), wh,
+                                                    "pull_decisions", inputs.dump_id, DECISION_STATS)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues and write pulls")
+    pulls_df = replay(PULL).where(F.col("plan") < len(plans)).join(F.broadcast(plans_df), "plan").select(
+        dump_id, *PULL_COLUMNS)
+    summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
+
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: count the decisions")
+    written = read_dump(spark, wh, "pull_decisions", inputs.dump_id)
     outcome_aggs = [F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOME_COLUMNS]
     broker_drop = F.col("layer").isin(mf.CONSUME_QUEUE, mf.COMMIT_LOG) & (F.col("outcome") != mf.DELIVERED)
-    agg_rows = decisions.groupBy("plan").agg(
+    agg_rows = written.groupBy(F.col("subscription_index").alias("plan")).agg(
         F.count(F.lit(1)).alias("units_scanned"), *outcome_aggs,
         F.sum(((F.col("outcome") == mf.TAG_CLIENT_MISMATCH) & (F.col("reason") == "client_tag_mismatch"))
               .cast("long")).alias("tag_collisions"),
@@ -539,10 +570,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         F.sum(F.col("bloom_false_positive").cast("long")).alias("bloom_false_positives"),
         F.sum(F.col("sql_value").isNotNull().cast("long")).alias("sql_evaluations"),
         F.sum(F.when(F.col("outcome") == mf.DELIVERED, F.col("size")).otherwise(0)).alias("bytes_delivered"),
-        F.sum(F.when(broker_drop, F.col("size")).otherwise(0)).alias("bytes_filtered_on_broker"),
-        F.countDistinct("queue_id").alias("queues")).collect()
+        F.sum(F.when(broker_drop, F.col("size")).otherwise(0)).alias("bytes_filtered_on_broker")).collect()
     agg = {r["plan"]: r.asDict() for r in agg_rows}
-    pull_rows = out.where((F.col("kind") == PULL) & (F.col("plan") < len(plans))).groupBy("plan").agg(
+    pull_rows = read_dump(spark, wh, "pulls", inputs.dump_id).groupBy(F.col("subscription_index").alias("plan")).agg(
         F.count(F.lit(1)).alias("pulls"), F.sum((F.col("message_count") == 0).cast("long")).alias("empty_pulls"),
         F.sum((F.col("status") == "FOUND").cast("long")).alias("found_pulls"),
         F.countDistinct("queue_id").alias("queues")).collect()
@@ -554,36 +584,21 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary.pulls = sum(int(r["pulls"]) for r in pulls.values())
     log.info("decided: %d units, %d delivered, %d pulls", summary.decisions, summary.delivered, summary.pulls)
 
-    wh = inputs.warehouse
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pull_decisions")
-    decisions_out = decisions.withColumnRenamed("filter_bitmap", "bloom_bitmap").select(dump_id, *DECISION_COLUMNS)
-    summary.tables["pull_decisions"] = replace_dump(decisions_out.sortWithinPartitions(*DECISION_KEY), wh,
-                                                    "pull_decisions", inputs.dump_id)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
-    main_pulls = out.where((F.col("kind") == PULL) & (F.col("plan") < len(plans)))
-    pulls_df = main_pulls.join(F.broadcast(plans_df), "plan").select(dump_id, *PULL_COLUMNS)
-    summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write delivered_messages")
-    m = messages.select("commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
-                        "offset_msg_id", "properties", F.col("body").alias("stored_body"), "store_size", "sys_flag",
-                        "flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times")
-    delivered = decisions.where(F.col("outcome") == mf.DELIVERED).select(
+    delivered = written.where(F.col("outcome") == mf.DELIVERED).select(
         "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
-        "pull_index").join(
-        m, "commit_log_offset").withColumn("msg_id", F.coalesce("uniq_key", "offset_msg_id"))
-    delivered = delivered.withColumn("stored_body_size", F.length("stored_body").cast("int"))
-    in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in delivered.schema) + \
-        ", body binary, body_error string"
-    delivered = delivered.mapInArrow(_with_bodies, in_ddl).select(dump_id, *[n for n, _ in DELIVERED_COLUMNS[1:]])
+        "pull_index").join(_consumer_bodies(messages), "commit_log_offset")
+    delivered = delivered.withColumn("msg_id", F.coalesce("uniq_key", "offset_msg_id")).select(
+        dump_id, *[n for n, _ in DELIVERED_COLUMNS[1:]])
     summary.tables["delivered_messages"] = replace_dump(delivered.sortWithinPartitions(*DECISION_KEY), wh,
-                                                        "delivered_messages", inputs.dump_id)
+                                                        "delivered_messages", inputs.dump_id, DECISION_STATS[:-1])
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write group_stats")
     stats_df = spark.createDataFrame(summary.stats, _ddl(STATS_COLUMNS))
     summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", inputs.dump_id)
     if cand_plans:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
+        all_decisions = replay(UNIT).join(F.broadcast(plans_df), "plan")
         summary.what_if = _what_if(spark, inputs, all_decisions, messages, all_plans, compared, summary)
-    out.unpersist()
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary
