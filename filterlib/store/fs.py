@@ -10,10 +10,14 @@ reader then names remote files by canonical URI strings (`s3://bucket/dump/commi
 processes: the driver hands them `snapshot()` and they `install` it before reading.
 
 A remote read is a ranged GET of exactly the bytes asked for (`read_at`), never a download of the whole object.
+Each `RemoteFile` counts what it fetched; with $RMQ_REPLAY_READ_LEDGER naming a directory, closing one appends a
+JSON line (file, bytes fetched, ranged reads, lowest offset, highest end) to <dir>/reads-<pid>.jsonl, which is
+how `make bench` measures a task's bytes read against its range (read amplification) without touching the tasks.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -27,6 +31,7 @@ from filterlib.errors import StoreFormatError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 REMOTE_READ_CHUNK = 8 << 20  # bytes per ranged GET when filling a scan window
+READ_LEDGER_ENV = "RMQ_REPLAY_READ_LEDGER"  # a directory: every RemoteFile appends its read totals there on close
 
 _lock = threading.Lock()
 _roots: list[tuple[str, str, pafs.FileSystem]] = []  # (canonical root URI, its path in the file system, fs)
@@ -265,10 +270,14 @@ def read_head(p: str, n: int) -> bytes:
 
 
 class RemoteFile:
-    """Random access to one remote file: `read_at`/`readinto_at` are ranged reads of just the bytes asked for."""
+    """Random access to one remote file: `read_at`/`readinto_at` are ranged reads of just the bytes asked for.
+
+    `fetched` (bytes), `reads` (ranged reads), `lo`/`hi` (the span they covered) count what it read."""
 
     def __init__(self, p: str):
         self.uri = p
+        self.fetched = self.reads = self.hi = 0
+        self.lo: int | None = None
         fs, path = resolve(p)
         try:
             self.f: Any = fs.open_input_file(path)
@@ -283,10 +292,22 @@ class RemoteFile:
 
     def close(self) -> None:
         self.f.close()
+        ledger = os.environ.get(READ_LEDGER_ENV)
+        if ledger and self.reads:
+            _append_ledger(ledger, {"path": display(self.uri), "fetched": self.fetched, "reads": self.reads,
+                                    "lo": self.lo, "hi": self.hi})
+
+    def _get(self, n: int, off: int) -> bytes:
+        b = self.f.read_at(n, off)
+        self.fetched += len(b)
+        self.reads += 1
+        self.lo = off if self.lo is None else min(self.lo, off)
+        self.hi = max(self.hi, off + len(b))
+        return b
 
     def read_at(self, n: int, off: int) -> bytes:
         try:
-            return self.f.read_at(n, off)
+            return self._get(n, off)
         except (OSError, ValueError) as e:
             raise StoreAccessError(f"cannot read {n} bytes: {_one_line(e)}", path=display(self.uri),
                                    offset=off, reason=_one_line(e)) from None
@@ -297,7 +318,7 @@ class RemoteFile:
         while got < len(mv):
             n = min(chunk, len(mv) - got)
             try:
-                b = self.f.read_at(n, off + got)
+                b = self._get(n, off + got)
             except (OSError, ValueError) as e:
                 raise StoreAccessError(f"cannot read {n} bytes: {_one_line(e)}", path=display(self.uri),
                                        offset=off + got, reason=_one_line(e)) from None
@@ -309,6 +330,15 @@ class RemoteFile:
             if k < n:
                 break
         return got
+
+
+def _append_ledger(directory: str, entry: dict) -> None:
+    """One JSON line per closed remote file (a measurement aid: a failure to write it never fails a read)."""
+    try:
+        with open(os.path.join(directory, f"reads-{os.getpid()}.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+    except OSError:
+        pass
 
 
 def open_random(p: str) -> RemoteFile:
