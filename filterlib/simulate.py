@@ -221,13 +221,12 @@ def _decision_table(plan: int, units: pa.Table, d: Decisions, unit_call: np.ndar
     if not tested.all():
         bitmaps = pc.if_else(pa.array(tested), bitmaps, pa.nulls(k, pa.binary()))
     legal = pc.fill_null(units.column("tags_code_legal").take(take), False)
-    details = [d.detail(int(i)) for i in rows.tolist()] if (d.sql_state[rows] >= 0).any() else [None] * k
     cols = {
         "plan": pa.array(np.full(k, plan, dtype=np.int32)),
         "tags_code": pc.if_else(legal, units.column("tags_code").take(take), pa.nulls(k, pa.int64())),
         "outcome": _names(d.outcome[rows], OUTCOMES), "layer": _names(d.layer[rows], LAYERS),
         "reason": _names(d.reason[rows], REASONS), "cq_reason": _names(d.cq_reason[rows], REASONS),
-        "detail": pa.array(details, pa.string()), "sql_value": _sql_values(d.sql_state[rows]),
+        "detail": d.details(rows), "sql_value": _sql_values(d.sql_state[rows]),
         "bloom_false_positive": pa.array(d.bloom_false_positive[rows]), "bloom_tested": pa.array(tested),
         "filter_bitmap": bitmaps, "pull_index": pa.array(unit_call[rows].astype(np.int32)),
     }

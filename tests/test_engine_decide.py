@@ -60,8 +60,11 @@ def compare(run: dict, manager) -> tuple[int, list]:
             continue
         units, rows = units_of(sub_row, records)
         got = decide_units(f, units)
+        details = got.details(np.arange(len(rows))).to_pylist()  # the set-at-a-time column the job writes
         for i, u in enumerate(rows):
             compared += 1
+            if details[i] != got.row(i)[3]:
+                problems.append((sub_row["group"], u["queueOffset"], "details", details[i], got.row(i)[3]))
             tc = None if u["tagsCode"] is None else int(u["tagsCode"])
             ext = None
             if u["ext"]:

@@ -86,6 +86,20 @@ class Decisions:
             return None
         return self.sql_errors[i] if s == ERROR else _SQL_TEXT[s]
 
+    def details(self, rows: np.ndarray) -> pa.Array:
+        """`detail` of each unit in rows as one Arrow string array, set-at-a-time (error texts looked up only for
+        the ERROR rows)."""
+        state = self.sql_state[rows]
+        shown = (state >= 0) & (self.layer[rows] == _L[mf.COMMIT_LOG])
+        codes = np.where(shown, state, -1).astype(np.int32)
+        errors = np.flatnonzero(codes == ERROR)
+        texts = list(_SQL_TEXT)
+        if len(errors):
+            codes[errors] = np.arange(len(texts), len(texts) + len(errors), dtype=np.int32)
+            texts += [self.sql_errors[int(i)] for i in rows[errors].tolist()]
+        return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), pa.array(texts, pa.string())).cast(
+            pa.string())
+
     def row(self, i: int) -> tuple[str, str, str, str | None, bool]:
         """(outcome, layer, reason, detail, bloom_false_positive) of unit i, as `decide` names them."""
         return (OUTCOMES[self.outcome[i]], LAYERS[self.layer[i]], REASONS[self.reason[i]], self.detail(i),
