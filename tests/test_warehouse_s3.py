@@ -3,8 +3,9 @@
 The bundled demo dump uploaded to a bucket: job 1 and job 2 with the store read in place (s3://, pyarrow.fs) AND
 the warehouse on s3a:// give the same tables, read back from s3a, as the same jobs on local disk, row for row;
 explain and report read the s3a warehouse; `python -m jobs.build_queues` itself, with the server named only by
-AWS_ENDPOINT_URL (jobs.spark turns it into the fs.s3a settings), writes the same messages table; a warehouse in
-a missing bucket, behind a refused connection or with the s3:// scheme is one line naming the URI, exit code 2.
+AWS_ENDPOINT_URL (jobs.spark turns it into the fs.s3a settings), writes the same tables; a warehouse in a
+missing bucket, behind a refused connection, with rejected credentials or with the s3:// scheme is one line
+naming the URI, exit code 2.
 
 Marked s3a: the session needs the S3A jars (hadoop-aws 3.5.0 and the AWS SDK v2 bundle, ~650 MB), so only
 `make s3-warehouse-test` (which runs `make s3-jars` first) collects this file; `make test` deselects it.
@@ -162,6 +163,16 @@ def test_job1_command_line_with_the_server_from_aws_endpoint_url(spark, s3, loca
         assert _rows(spark, wh, t, "demo") == _rows(spark, local_wh, t, "demo"), t
 
 
+@pytest.fixture(scope="module")
+def locked():
+    """A second moto server that checks credentials from its first call on (and knows none)."""
+    proc, endpoint = start_moto({"INITIAL_NO_AUTH_ACTION_COUNT": "0"})
+    try:
+        yield endpoint
+    finally:
+        stop(proc)
+
+
 def _one_line_error(capsys, main, argv: list[str], spark) -> str:
     assert main(argv, spark=spark) == 2
     err = capsys.readouterr().err
@@ -170,7 +181,7 @@ def _one_line_error(capsys, main, argv: list[str], spark) -> str:
 
 
 @pytest.mark.parametrize("job", ["job1", "job2"])
-def test_bad_warehouse_uris_are_one_line(spark, s3, capsys, job) -> None:
+def test_bad_warehouse_uris_are_one_line(spark, s3, locked, capsys, job) -> None:
     main = build_queues.main if job == "job1" else simulate_pull.main
     args = ["--store", store_uri(s3), "--broker-conf", str(DEMO / "broker.conf")]
     err = _one_line_error(capsys, main, args + ["--warehouse", "s3a://no-such-bucket/wh"], spark)
@@ -182,5 +193,12 @@ def test_bad_warehouse_uris_are_one_line(spark, s3, capsys, job) -> None:
     finally:
         spark.conf.unset("fs.s3a.bucket.unreachable.endpoint")
     assert "s3a://unreachable/wh: cannot use the warehouse" in err and "refused" in err.lower()
+    # a bucket on a server that rejects the credentials
+    spark.conf.set("fs.s3a.bucket.locked.endpoint", f"http://{locked}")
+    try:
+        err = _one_line_error(capsys, main, args + ["--warehouse", "s3a://locked/wh"], spark)
+    finally:
+        spark.conf.unset("fs.s3a.bucket.locked.endpoint")
+    assert "s3a://locked/wh: cannot use the warehouse" in err and "403" in err, err
     err = _one_line_error(capsys, main, args + ["--warehouse", "s3://lake/wh"], spark)
     assert "s3://lake/wh: cannot use the warehouse" in err and "s3a://" in err
