@@ -26,20 +26,19 @@ CQ_SIDE = pa.schema(QUEUE_META + [f for f in UNITS_SCHEMA if f.name not in ("pro
 """A dump queue's units as read from its files, each row carrying its queue's min offset and units per file; a
 queue also gets one row with queue_offset null, so that an empty queue still gets its pulls."""
 
-_PULL_ONLY = [f for f in PULLS_SCHEMA if f.name not in ("plan", "pull_index")]
-OUT_SCHEMA = pa.schema([pa.field("kind", pa.string()), pa.field("topic", pa.string()),
-                        pa.field("queue_id", pa.int32())] + list(DECISIONS_SCHEMA) + _PULL_ONLY)
-"""What a queue's replay emits: kind 'unit' rows (DECISIONS_SCHEMA columns) and kind 'pull' rows (PULLS_SCHEMA
-columns), each with the other kind's columns null."""
+_QUEUE = [pa.field("topic", pa.string()), pa.field("queue_id", pa.int32())]
 UNIT, PULL = "unit", "pull"
+OUT_SCHEMAS = {UNIT: pa.schema(_QUEUE + list(DECISIONS_SCHEMA)), PULL: pa.schema(_QUEUE + list(PULLS_SCHEMA))}
+"""What a queue's replay emits, by the kind asked for: its decisions (one row per scanned unit and plan), or its
+pulls. Each table reads a replay of its own, so no row carries the other kind's columns as nulls."""
 
 
 def cq_side_ddl() -> str:
     return spark_ddl(CQ_SIDE)
 
 
-def out_ddl() -> str:
-    return spark_ddl(OUT_SCHEMA)
+def out_ddl(kind: str) -> str:
+    return spark_ddl(OUT_SCHEMAS[kind])
 
 
 def _bitmap_array(bitmaps: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -104,8 +103,8 @@ class PullContext:
     enable_property_filter: bool
     filter_support_retry: bool
     now: int
-    emit: tuple[str, ...] = (UNIT, PULL)
-    """The kinds of rows the replay hands back: each table reads a replay of its own rather than a cached one."""
+    emit: str = UNIT
+    """UNIT or PULL: the kind of rows the replay hands back."""
 
 
 _filters: dict[str, dict] = {}
@@ -117,8 +116,8 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object]]]:
     if key not in _filters:
         registry = registry_from_spec(ctx.registry)
         by_topic: dict[str, list] = {}
-        for obj in ctx.plans:
-            plan = Plan(**obj)
+        plans = sorted((Plan(**obj) for obj in ctx.plans), key=lambda p: (p.group, p.index))
+        for plan in plans:  # in pull_decisions' key order (group, subscription), so the job writes without a sort
             if plan.ok:
                 f = build_filter(plan, registry, ctx.enable_property_filter, ctx.filter_support_retry, ctx.now)
                 by_topic.setdefault(plan.topic, []).append((plan, f))
@@ -129,7 +128,7 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object]]]:
 
 def replay_queues(ctx: PullContext):
     """The applyInArrow function over (topic, queue_id) groups: a queue's units (with min_offset, units_per_file,
-    properties, tags) in; every OK plan's decisions and pulls over that queue out (OUT_SCHEMA)."""
+    properties, tags) in; every OK plan's decisions, or pulls, over that queue out (OUT_SCHEMAS[ctx.emit])."""
 
     def run(table: pa.Table) -> pa.Table:
         topic = table.column("topic")[0].as_py()
@@ -141,16 +140,13 @@ def replay_queues(ctx: PullContext):
         entries = _topic_filters(ctx).get(topic, [])
         filters = [(p.index, f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)), p.batch_size) for p, f in entries]
         decisions, pulls = simulate_queue(filters, units, min_offset, per_file, PullConfig())
-        return pa.concat_tables([_out(t, kind, topic, queue_id) for t, kind in ((decisions, UNIT), (pulls, PULL))
-                                 if kind in ctx.emit])
+        return _out(decisions if ctx.emit == UNIT else pulls, OUT_SCHEMAS[ctx.emit], topic, queue_id)
 
     return run
 
 
-def _out(t: pa.Table, kind: str, topic: str, queue_id: int) -> pa.Table:
+def _out(t: pa.Table, schema: pa.Schema, topic: str, queue_id: int) -> pa.Table:
     n = t.num_rows
-    cols = {"kind": pa.array([kind] * n, pa.string()), "topic": pa.array([topic] * n, pa.string()),
-            "queue_id": pa.array(np.full(n, queue_id, dtype=np.int32))}
-    return pa.Table.from_arrays([cols[f.name] if f.name in cols else
-                                 (t.column(f.name) if f.name in t.column_names else pa.nulls(n, f.type))
-                                 for f in OUT_SCHEMA], schema=OUT_SCHEMA)
+    head = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic])).cast(pa.string()),
+            pa.array(np.full(n, queue_id, dtype=np.int32))]
+    return pa.Table.from_arrays(head + [t.column(name) for name in schema.names[2:]], schema=schema)
