@@ -38,6 +38,7 @@ from jobs.cli import (
     ROOT,
     InputError,
     add_session_args,
+    apply_writer_conf,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -472,8 +473,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 
     t0 = time.monotonic()
     sc = spark.sparkContext
-    for key, value in (inputs.defaults.get("parquet_conf") or {}).items():
-        spark.conf.set(key, str(value))  # session SQL settings reach the Parquet writers' Hadoop conf
+    apply_writer_conf(spark, inputs.defaults)
     conf = inputs.store.conf
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
     summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext)

@@ -9,7 +9,7 @@ import os
 import posixpath
 import sys
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -74,6 +74,13 @@ def load_defaults(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object of defaults")
     return data
+
+
+def apply_writer_conf(spark: SparkSession, defaults: Mapping[str, Any]) -> None:
+    """The defaults file's `parquet_conf` set on the running session: SQL settings reach the Parquet writers' Hadoop
+    configuration, also in a session the job did not start (spark-submit, a test, a notebook)."""
+    for key, value in (defaults.get("parquet_conf") or {}).items():
+        spark.conf.set(key, str(value))
 
 
 def add_session_args(p: argparse.ArgumentParser, defaults: Path, keys: str = "master, spark_conf") -> None:

@@ -54,6 +54,7 @@ from jobs.cli import (
     ROOT,
     InputError,
     add_session_args,
+    apply_writer_conf,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -490,6 +491,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 
     t0 = time.monotonic()
     sc = spark.sparkContext
+    apply_writer_conf(spark, inputs.defaults)
     inputs = resolve_store(spark, inputs)
     conf = inputs.store.conf
     summary = Summary(inputs.dump_id, start=inputs.start)

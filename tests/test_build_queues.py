@@ -152,6 +152,36 @@ def test_tables_equal_the_harness_and_a_rerun_changes_nothing(spark, tag_run, wa
     assert table_versions(spark, warehouse) == {t: v + 1 for t, v in versions.items()}
 
 
+def _codecs(table_dir: Path) -> set[str]:
+    """The compression codec of every column chunk of every data file of a Delta table."""
+    import pyarrow.parquet as pq
+
+    found = set()
+    for f in table_dir.rglob("*.parquet"):
+        meta = pq.ParquetFile(f).metadata
+        found |= {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups)
+                  for c in range(meta.num_columns)}
+    return found
+
+
+def test_the_defaults_file_parquet_conf_reaches_the_writers(spark, tag_run, tmp_path) -> None:
+    """conf/build_queues.json writes zstd (half snappy's size for the messages table, no slower); a defaults
+    file of one's own sets its own codec, in a session the job did not start."""
+    defaults = json.loads((build_queues.DEFAULTS).read_text())
+    run_job(spark, tag_run["store"], str(tmp_path / "a"), "--broker-conf", tag_run["conf"], "--dump-id", "tag")
+    assert defaults["parquet_conf"]["spark.sql.parquet.compression.codec"] == "zstd"
+    assert _codecs(tmp_path / "a" / "messages") == _codecs(tmp_path / "a" / "consume_queue") == {"ZSTD"}
+    mine = tmp_path / "mine.json"
+    defaults["parquet_conf"]["spark.sql.parquet.compression.codec"] = "gzip"
+    mine.write_text(json.dumps(defaults))
+    try:
+        run_job(spark, tag_run["store"], str(tmp_path / "b"), "--broker-conf", tag_run["conf"], "--dump-id", "tag",
+                "--defaults", str(mine))
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    assert _codecs(tmp_path / "b" / "messages") == {"GZIP"}
+
+
 def _key(table: str) -> list[str]:
     return {"messages": ["commit_log_offset"], "consume_queue": ["topic", "queue_id", "queue_offset"],
             "consumer_filters": ["topic", "consumer_group"], "dump_files": ["path"]}[table]
