@@ -131,15 +131,6 @@ def _s3a_conf(conf: dict[str, str], master: str | None) -> None:
     conf[key] = sep.join([*(v for v in [conf.get(key)] if v), *(str(j) for j in jars)])
 
 
-def _jvm_has_s3a() -> bool:
-    from pyspark import SparkContext
-
-    try:
-        return bool(SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(S3A_CLASS))
-    except Exception:
-        return False
-
-
 def _submitted_conf() -> dict[str, str]:
     """The settings spark-submit handed the launched JVM (--packages, --jars, --conf ...); {} when not submitted.
 
@@ -154,13 +145,13 @@ def _submitted_conf() -> dict[str, str]:
     return dict(SparkConf(_jvm=SparkContext._jvm).getAll())
 
 
-def _jvm_has_delta() -> bool:
-    """True when the running (spark-submit) JVM can load Delta's session extension: --packages, --jars, or jars
-    installed with Spark itself (a cluster image, Databricks, EMR)."""
+def _jvm_can_load(cls: str) -> bool:
+    """True when the running (spark-submit) JVM can load the class (Delta's session extension, the S3A file
+    system): --packages, --jars, or jars installed with Spark itself (a cluster image, Databricks, EMR)."""
     from pyspark import SparkContext
 
     try:
-        return bool(SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_EXTENSION))
+        return bool(SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(cls))
     except Exception:  # an unexpected gateway: fall back to reading the settings
         return False
 
@@ -173,7 +164,7 @@ def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
         v for k in ("spark.jars.packages", "spark.jars")
         for v in (submitted.get(k, ""), builder_conf.get(k, "")) if v
     )
-    return "delta-spark" in text or (_submitted() and _jvm_has_delta())
+    return "delta-spark" in text or (_submitted() and _jvm_can_load(DELTA_EXTENSION))
 
 
 def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None,
@@ -212,7 +203,7 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
     if needs_s3a(locations):
         if not _submitted():
             _s3a_conf(conf, master or "local[*]")
-        elif not _jvm_has_s3a():
+        elif not _jvm_can_load(S3A_CLASS):
             raise S3AJarsMissing(
                 f"an s3a:// location needs the S3A connector, and it is not on this spark-submit's classpath: pass "
                 f"`--packages {S3A_PACKAGE}` (or `--jars` with the jars `make s3-jars` puts in .cache/jars-s3)")
