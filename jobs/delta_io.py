@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
+
+from filterlib.store import fs as sfs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,12 +74,6 @@ _PROBE_CONF = {"fs.s3a.bucket.probe": "2", "fs.s3a.attempts.maximum": "1", "fs.s
 _QUALIFIED = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z][A-Za-z0-9_$]*)")
 
 
-def display_uri(uri: str) -> str:
-    """A warehouse URI without user info or query (credentials a user may have put in it)."""
-    u = urlsplit(uri)
-    return urlunsplit((u.scheme, u.netloc.rsplit("@", 1)[-1], u.path, "", "")) if u.scheme and u.netloc else uri
-
-
 def _java_reason(e: BaseException) -> str:
     """A JVM exception in one short line: simple class names, whitespace collapsed, the causes' repeated
     "Class: message" segments (the AWS SDK nests the same one several times) kept once."""
@@ -105,7 +100,7 @@ def warehouse_problem(spark: SparkSession, warehouse: str) -> str | None:
         return None
     from py4j.protocol import Py4JError
 
-    name = display_uri(warehouse)
+    name = sfs.display(warehouse)  # without credentials or query, as store URIs are shown
     hint = " (a warehouse on S3 is an s3a:// URI)" if warehouse.lower().startswith("s3://") else ""
     try:
         jvm = spark.sparkContext._jvm
