@@ -13,13 +13,25 @@ _TYPE_BY_BITS = {0: ZLIB, 1: LZ4, 2: ZSTD, 3: ZLIB}
 _BITS_BY_TYPE = {LZ4: 0x100, ZSTD: 0x200, ZLIB: 0x300}
 
 
+class DecompressError(ValueError):
+    """A body that the client's Compressor cannot inflate; `java_class` is the exception the Java client meets."""
+
+    def __init__(self, java_class: str, message: str):
+        super().__init__(message)
+        self.java_class = java_class
+
+    def __str__(self) -> str:
+        return f"{self.java_class}: {self.args[0]}"
+
+
 def compression_type(sys_flag: int) -> str | None:
-    """The codec a sysflag names (type bits 0 mean zlib, pre-4.9.4), None if uncompressed; ValueError for 4–7."""
+    """The codec a sysflag names (type bits 0 mean zlib, pre-4.9.4), None if uncompressed; DecompressError for 4–7
+    (CompressionType.findByValue throws)."""
     if not sys_flag & COMPRESSED_FLAG:
         return None
     bits = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
     if bits not in _TYPE_BY_BITS:
-        raise ValueError(f"unknown compression type {bits} in sysflag {sys_flag:#x}")
+        raise DecompressError("RuntimeException", f"Unknown compress type value: {bits}")
     return _TYPE_BY_BITS[bits]
 
 
@@ -29,16 +41,121 @@ def sys_flag_for(ctype: str) -> int:
 
 
 def decompress(data: bytes, ctype: str) -> bytes:
-    """Inflate a stored body with the named codec (streaming for zstd: the frame may omit its content size)."""
+    """Inflate a stored body as the RocketMQ client's Compressor of that codec does (5.3.3: InflaterInputStream,
+    lz4-java 1.8.0 LZ4FrameInputStream, zstd-jni 1.5.2-2 ZstdInputStream): the same bytes, or DecompressError
+    where Java throws, including on truncated input, trailing bytes and concatenated frames."""
     if ctype == ZLIB:
-        return zlib.decompress(data)
+        return _zlib(data)
     if ctype == LZ4:
-        import lz4.frame
-        return lz4.frame.decompress(data)
+        return _lz4(data)
     if ctype == ZSTD:
-        import zstandard
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        return _zstd(data)
     raise ValueError(f"unknown compression type {ctype!r}")
+
+
+def _zlib(data: bytes) -> bytes:
+    """InflaterInputStream: bytes after the stream's end are ignored; a stream that asks for a preset dictionary
+    just ends (read returns -1 once needsDictionary), with what was inflated before (nothing)."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data)
+    except zlib.error as e:
+        if str(e).startswith("Error 2 "):  # Z_NEED_DICT
+            return b""
+        raise DecompressError("ZipException", str(e).partition(": ")[2] or str(e)) from None
+    if not d.eof:
+        raise DecompressError("EOFException", "Unexpected end of ZLIB input stream")
+    return out
+
+
+_LZ4_MAGIC = 0x184D2204
+_PREMATURE = "Stream ended prematurely"
+_LZ4_MESSAGES = {"contentChecksum_invalid": "Content checksum mismatch",
+                 "blockChecksum_invalid": "Block checksum mismatch",
+                 "headerChecksum_invalid": "Stream frame descriptor corrupted",
+                 "frameSize_wrong": "Size check mismatch", "maxBlockSize_invalid": "Block size exceeded max"}
+"""lz4-java's words for the checks liblz4 makes too."""
+
+
+def _lz4(data: bytes) -> bytes:
+    """LZ4FrameInputStream: frames one after another until the input ends cleanly between frames (skippable
+    frames skipped), with lz4-java's own header rules (the dictionary-id bit is "reserved", dependent blocks are
+    refused); python-lz4 decodes each frame's blocks and checks its checksums and content size."""
+    import lz4.frame
+
+    out = []
+    pos, n, first = 0, len(data), True
+    while True:
+        if pos == n and not first:
+            return b"".join(out)
+        if n - pos < 4:
+            raise DecompressError("IOException", _PREMATURE)
+        magic = int.from_bytes(data[pos:pos + 4], "little")
+        if magic >> 4 == 0x184D2A5:
+            if n - pos < 8:
+                raise DecompressError("IOException", _PREMATURE)
+            skip = int.from_bytes(data[pos + 4:pos + 8], "little", signed=True)
+            pos += 8 + max(skip, 0)
+            if pos > n:
+                raise DecompressError("IOException", _PREMATURE)
+            first = False
+            continue
+        if magic != _LZ4_MAGIC:
+            raise DecompressError("IOException", "Stream unsupported")
+        if n - pos < 6:
+            raise DecompressError("IOException", _PREMATURE)
+        flg, bd = data[pos + 4], data[pos + 5]
+        if flg & 1:
+            raise DecompressError("RuntimeException", "Reserved0 field must be 0")
+        if flg & 2:
+            raise DecompressError("RuntimeException", "Reserved1 field must be 0")
+        if not flg & 0x20:
+            raise DecompressError("RuntimeException",
+                                  "Dependent block stream is unsupported (BLOCK_INDEPENDENCE must be set)")
+        if flg >> 6 != 1:
+            raise DecompressError("RuntimeException", f"Version {flg >> 6} is unsupported")
+        if bd & 0x8F:
+            raise DecompressError("RuntimeException", "Reserved fields must be 0")
+        if (bd >> 4) & 7 < 4:
+            raise DecompressError("IllegalArgumentException",
+                                  f"Block size must be 4-7. Cannot use value of [{(bd >> 4) & 7}]")
+        d = lz4.frame.LZ4FrameDecompressor()
+        try:
+            out.append(d.decompress(data[pos:]))
+        except RuntimeError as e:
+            code = str(e).rpartition("ERROR_")[2]
+            raise DecompressError("IOException", _LZ4_MESSAGES.get(code, str(e))) from None
+        if not d.eof:
+            raise DecompressError("IOException", _PREMATURE)
+        pos = n - len(d.unused_data or b"")
+        first = False
+
+
+_ZSTD_READ = 131075  # zstd-jni's input buffer: ZSTD_DStreamInSize(), one block plus its header
+
+
+def _zstd(data: bytes) -> bytes:
+    """ZstdInputStream (zstd-jni 1.5.2-2) over the body: frames one after another. The stream reads its input
+    131,075 bytes at a time and fails on a truncated source only if a read delivered bytes after the last frame
+    it completed: a partial frame (or fewer than 5 stray bytes) that came in the same read as that frame's end is
+    dropped silently, its decodable output kept."""
+    import zstandard
+
+    out = []
+    pos, n, last_end = 0, len(data), None
+    while pos < n:
+        d = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            out.append(d.decompress(data[pos:]))
+        except zstandard.ZstdError as e:
+            raise DecompressError("IOException", "Decompression error: " + str(e).partition(": ")[2]) from None
+        if not d.eof:
+            if last_end is None or (last_end - 1) // _ZSTD_READ < (n - 1) // _ZSTD_READ:
+                raise DecompressError("IOException", "Read error or truncated source")
+            break
+        pos = n - len(d.unused_data)
+        last_end = pos
+    return b"".join(out)
 
 
 def compress(data: bytes, ctype: str, level: int = 5) -> bytes:
@@ -68,6 +185,7 @@ def compress(data: bytes, ctype: str, level: int = 5) -> bytes:
 
 
 def decompress_body(body: bytes, sys_flag: int) -> bytes:
-    """The body a consumer sees: inflated when the sysflag says it is compressed, else unchanged."""
+    """The body a consumer sees: inflated when the sysflag says it is compressed, else unchanged (an empty body is
+    never inflated: MessageDecoder reads a body only when its length is positive)."""
     ctype = compression_type(sys_flag)
-    return body if ctype is None else decompress(body, ctype)
+    return body if ctype is None or not body else decompress(body, ctype)

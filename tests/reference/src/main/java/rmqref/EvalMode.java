@@ -64,6 +64,9 @@ final class EvalMode {
                 case "bloom":
                     bloom(c, r);
                     break;
+                case "decompress":
+                    decompress(c, r);
+                    break;
                 case "bloom_data_equals":
                     r.put("equals", bloomData(c.getJSONObject("a")).equals(bloomData(c.getJSONObject("b"))));
                     break;
@@ -154,6 +157,20 @@ final class EvalMode {
         r.put("tags", new ArrayList<>(sd.getTagsSet()));
         r.put("codes", new ArrayList<>(sd.getCodeSet()));
         r.put("sub_all", "*".equals(sd.getSubString()));
+    }
+
+    /**
+     * A stored body inflated as the client's MessageDecoder does when its sysFlag has COMPRESSED_FLAG: the codec
+     * from MessageSysFlag.getCompressionType, then that Compressor's decompress (bodies of length 0 are never
+     * inflated by the decoder, so the case is not special-cased here).
+     */
+    private static void decompress(JSONObject c, Map<String, Object> r) throws Exception {
+        int sysFlag = c.getIntValue("sys_flag");
+        byte[] body = java.util.Base64.getDecoder().decode(JsonIn.string(c, "body"));
+        org.apache.rocketmq.common.compression.Compressor compressor =
+            org.apache.rocketmq.common.compression.CompressorFactory.getCompressor(
+                org.apache.rocketmq.common.sysflag.MessageSysFlag.getCompressionType(sysFlag));
+        r.put("body", java.util.Base64.getEncoder().encodeToString(compressor.decompress(body)));
     }
 
     private static void bloom(JSONObject c, Map<String, Object> r) {
