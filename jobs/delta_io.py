@@ -36,9 +36,12 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     stats_columns, when given, are the only columns Delta keeps per-file min/max statistics for (the table property
     delta.dataSkippingStatsColumns): by default Delta computes them for the first 32 columns of every row written,
     which doubled the write time of the wide per-decision and per-message tables; the keys lookups filter on keep
-    their data skipping. A table made before the setting existed gets it (one property commit) on its next write."""
+    their data skipping. A table made before the setting existed gets it (one property commit) on its next write.
+    The schema is merged, so a table written by an older release takes a column added since (null on other dumps'
+    rows) and keeps one dropped since (null on the new rows)."""
     path = table_path(warehouse, table)
-    writer = df.write.format("delta").mode("overwrite").option("replaceWhere", f"dump_id = '{check_dump_id(dump_id)}'")
+    writer = (df.write.format("delta").mode("overwrite").option("replaceWhere", f"dump_id = '{check_dump_id(dump_id)}'")
+              .option("mergeSchema", "true"))
     if stats_columns:
         wanted = ",".join(stats_columns)
         current = _table_properties(df.sparkSession, path)

@@ -49,3 +49,17 @@ def test_a_table_made_without_the_setting_gets_it_and_keeps_other_dumps(spark, t
     replace_dump(_rows(spark, "b", 3), wh, "t", "b", ["dump_id", "consumer_group"])
     assert read_dump(spark, wh, "t", "a").count() == 4
     assert read_dump(spark, wh, "t", "b").count() == 3
+
+
+def test_a_table_from_an_older_release_takes_new_columns_and_keeps_dropped_ones(spark, tmp_path):
+    """A warehouse written before a column was added (or after one was dropped) is replaced without a schema
+    error: the new column is null on the other dumps' rows, a dropped one null on the new rows."""
+    wh = str(tmp_path)
+    replace_dump(_rows(spark, "a", 4), wh, "t", "a")
+    b = _rows(spark, "b", 3)
+    replace_dump(b.withColumn("body_error", b.detail), wh, "t", "b")
+    assert read_dump(spark, wh, "t", "b").where("body_error is not null").count() == 3
+    assert read_dump(spark, wh, "t", "a").where("body_error is null").count() == 4
+    replace_dump(_rows(spark, "b", 2).drop("detail"), wh, "t", "b")
+    assert [r.detail for r in read_dump(spark, wh, "t", "b").collect()] == [None, None]
+    assert read_dump(spark, wh, "t", "a").where("detail is not null").count() == 4
