@@ -45,6 +45,13 @@ _CLIENT_WORDS = {
     "client_tag_mismatch": "the message's tag is not among the subscribed tags, although its hash matched one: a "
                            "String.hashCode collision; the client drops it",
 }
+_DECODE_WORDS = {
+    "client_decode_failed": "the client's decode of the pull's response fails on this message's body ({detail}): "
+                            "MessageDecoder.decodesBatch stops there, so the consumer never sees it or any later "
+                            "message of this pull (CLIENT_DECODE_FAILED, before the tag re-check)",
+    "client_decode_lost": "{detail}: MessageDecoder.decodesBatch stopped there, so the consumer never sees this "
+                          "message either (CLIENT_DECODE_FAILED, before the tag re-check)",
+}
 
 
 def _when(ms: int | None) -> str:
@@ -120,9 +127,11 @@ def commit_log_words(d: Row, sub: Row, message: Row | None) -> str:
 
 
 def client_words(d: Row) -> str:
-    """The client's exact tag re-check in words."""
+    """The client's decode of the pull's response and its exact tag re-check, in words."""
     if d["layer"] != "client":
         return "not reached: the broker did not return the message"
+    if d["reason"] in _DECODE_WORDS:
+        return _DECODE_WORDS[d["reason"]].format(detail=d.get("detail") or "no detail")
     return _CLIENT_WORDS.get(d["reason"], d["reason"])
 
 

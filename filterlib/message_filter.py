@@ -28,6 +28,7 @@ BLOOM_MISS = "BLOOM_MISS"
 SQL_FALSE = "SQL_FALSE"
 SQL_NULL = "SQL_NULL"
 SQL_ERROR = "SQL_ERROR"
+CLIENT_DECODE_FAILED = "CLIENT_DECODE_FAILED"
 
 # PullMessageProcessor's answers decided before the store is read (ResponseCode names).
 OK = "OK"

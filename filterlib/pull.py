@@ -16,7 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from filterlib import message_filter as mf
+from filterlib.engine.decide import OUTCOMES, Decisions, Units, client_decode_layer, decide_units
+
 CQ_UNIT_SIZE = 20
+_CQ_DROPS = np.array([OUTCOMES.index(mf.TAG_HASH_MISS), OUTCOMES.index(mf.BLOOM_MISS)], dtype=np.int8)
+_CL_DROPS = np.array([OUTCOMES.index(o) for o in (mf.SQL_FALSE, mf.SQL_NULL, mf.SQL_ERROR)], dtype=np.int8)
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 
 FOUND = 0
@@ -174,3 +179,16 @@ def replay_pulls(start: int, min_offset: int, sizes: np.ndarray, cq_pass: np.nda
                   c.max_transfer_bytes_in_memory, c.max_transfer_count_in_memory, c.max_transfer_bytes_on_disk,
                   c.max_transfer_count_on_disk, c.travel_cq_file_num)
     return Calls(*out)
+
+
+def pull_queue(f: mf.ExpressionMessageFilter, units: Units, sizes: np.ndarray, start: int, min_offset: int,
+               units_per_file: int, config: PullConfig | None = None, engine_cache: dict | None = None
+               ) -> tuple[Decisions, Calls]:
+    """One subscription's pulls over one queue (units from `min_offset` on): every unit's verdict set-at-a-time,
+    the calls paged from `start`, then the client's decode of each call's returned messages."""
+    decisions = decide_units(f, units, engine_cache)
+    cq_pass = ~np.isin(decisions.outcome, _CQ_DROPS)
+    cl_pass = ~np.isin(decisions.outcome, _CL_DROPS)
+    calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, config)
+    client_decode_layer(decisions, calls.unit_call, units.decode_errors, min_offset)
+    return decisions, calls

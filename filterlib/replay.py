@@ -10,42 +10,45 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from filterlib import message_filter as mf
-from filterlib.engine.decide import OUTCOMES, Decisions, Units, decide_units
-from filterlib.pull import Calls, PullConfig, replay_pulls
+from filterlib.engine.decide import Decisions, Units
+from filterlib.pull import Calls, PullConfig, pull_queue
 from filterlib.store import fs as sfs
+from filterlib.store.compression import body_errors
 from filterlib.store.consumequeue import read_queue_columns
 from filterlib.store.consumequeue_ext import ExtColumns, load_ext_files, resolve_columns
 from filterlib.store.storedir import StoreDir
 
-_CQ_DROPS = np.array([OUTCOMES.index(mf.TAG_HASH_MISS), OUTCOMES.index(mf.BLOOM_MISS)], dtype=np.int8)
-_CL_DROPS = np.array([OUTCOMES.index(o) for o in (mf.SQL_FALSE, mf.SQL_NULL, mf.SQL_ERROR)], dtype=np.int8)
-
 
 class MessageIndex:
-    """Decoded messages (a table with commit_log_offset, properties, tags) looked up by commit log offset."""
+    """Decoded messages (a table with commit_log_offset, properties, tags, and body_error or the body and sys_flag
+    it is found from) looked up by commit log offset."""
 
     def __init__(self, table: pa.Table):
         offsets = np.asarray(table.column("commit_log_offset").to_numpy(), dtype=np.int64)
         order = np.argsort(offsets, kind="stable")
         self.offsets = offsets[order]
-        self.table = table.select(["properties", "tags"]).take(pa.array(order))
+        if "body_error" not in table.column_names:
+            flags = table.column("sys_flag").fill_null(0).to_numpy()
+            table = table.append_column("body_error", body_errors(flags, table.column("body").combine_chunks()))
+        self.table = table.select(["properties", "tags", "body_error"]).take(pa.array(order))
 
-    def take(self, offsets: np.ndarray) -> tuple[pa.Array, pa.Array, np.ndarray]:
-        """(properties, tags, found) for these commit log offsets; a missing message has neither."""
-        pos = np.searchsorted(self.offsets, offsets)
-        pos = np.minimum(pos, max(len(self.offsets) - 1, 0))
-        found = (self.offsets[pos] == offsets) if len(self.offsets) else np.zeros(len(offsets), dtype=bool)
-        rows = self.table.take(pa.array(pos)) if len(self.offsets) else None
-        props = rows.column("properties").combine_chunks() if rows is not None else \
-            pa.nulls(len(offsets), pa.map_(pa.string(), pa.string()))
-        tags = rows.column("tags").combine_chunks() if rows is not None else pa.nulls(len(offsets), pa.string())
+    def take(self, offsets: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray]:
+        """(properties, tags, body_error, found) for these commit log offsets; a missing message has none."""
+        n = len(offsets)
+        if not len(self.offsets):
+            return (pa.nulls(n, pa.map_(pa.string(), pa.string())), pa.nulls(n, pa.string()),
+                    pa.nulls(n, pa.string()), np.zeros(n, dtype=bool))
+        pos = np.minimum(np.searchsorted(self.offsets, offsets), len(self.offsets) - 1)
+        found = self.offsets[pos] == offsets
+        rows = self.table.take(pa.array(pos))
+        cols = [rows.column(name).combine_chunks() for name in ("properties", "tags", "body_error")]
         if not found.all():
             mask = pa.array(~found)
-            props = pa.compute.if_else(mask, pa.nulls(len(offsets), props.type), props)
-            tags = pa.compute.if_else(mask, pa.nulls(len(offsets), pa.string()), tags)
-        return props, tags, found
+            cols = [pc.if_else(mask, pa.nulls(n, c.type), c) for c in cols]
+        return cols[0], cols[1], cols[2], found
 
 
 @dataclass
@@ -75,17 +78,15 @@ def load_queue(store: StoreDir, topic: str, queue_id: int) -> Queue:
 
 
 def units_of(queue: Queue, messages: MessageIndex) -> Units:
-    """The queue's units as the filter sees them: ext side plus the message's properties and tags."""
-    props, tags, _ = messages.take(queue.commit_log_offset)
+    """The queue's units as the filter and the client see them: ext side plus the message's properties, tags and
+    body decode error."""
+    props, tags, errors, _ = messages.take(queue.commit_log_offset)
     e = queue.ext
-    return Units(e.tags_code, e.tags_code_legal, e.has_ext, e.store_time, e.bitmaps, e.bitmap_length, props, tags)
+    return Units(e.tags_code, e.tags_code_legal, e.has_ext, e.store_time, e.bitmaps, e.bitmap_length, props, tags,
+                 errors)
 
 
 def replay_queue(f: mf.ExpressionMessageFilter, queue: Queue, messages: MessageIndex, start: int = 0,
                  config: PullConfig | None = None) -> tuple[Decisions, Calls]:
     """Every unit's decision and the pulls from `start` (the harness and `--from earliest` start at 0)."""
-    decisions = decide_units(f, units_of(queue, messages))
-    cq_pass = ~np.isin(decisions.outcome, _CQ_DROPS)
-    cl_pass = ~np.isin(decisions.outcome, _CL_DROPS)
-    calls = replay_pulls(start, queue.min_offset, queue.size, cq_pass, cl_pass, queue.units_per_file, config)
-    return decisions, calls
+    return pull_queue(f, units_of(queue, messages), queue.size, start, queue.min_offset, queue.units_per_file, config)

@@ -7,6 +7,7 @@ properties and tags) per task, and calls `simulate_queue`; the tables it writes 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -15,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filterlib import message_filter as mf
-from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units, decide_units
-from filterlib.pull import STATUS_NAMES, PullConfig, replay_pulls
+from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units
+from filterlib.pull import STATUS_NAMES, PullConfig, pull_queue
 from filterlib.registry import ConsumerFilterManager
 from filterlib.subscriptions import POSTED, REGISTERED, Subscription
 from filterlib.tags import SQL92_TYPE
@@ -37,10 +38,14 @@ UNITS_SCHEMA = pa.schema([
     ("filter_bitmap", pa.binary()),
     ("properties", pa.map_(pa.string(), pa.string())),
     ("tags", pa.string()),
+    ("body_error", pa.string()),
 ])
 """One queue's units as `simulate_queue` takes them: the consume-queue side as the broker's iterator resolves it
 (tags_code_legal False: the broker's null tagsCode; has_ext False: no ext unit; filter_bitmap null: none), and the
-message's properties and tags (null where the commit log holds no such message)."""
+message's properties, tags and body_error (why the client cannot decode it; null where the commit log holds no
+such message or it decodes)."""
+MESSAGE_SIDE = ("properties", "tags", "body_error")
+"""The columns of UNITS_SCHEMA that come from the message (job 2 joins them to the consume-queue side)."""
 
 DECISIONS_SCHEMA = pa.schema([
     ("plan", pa.int32()),
@@ -193,11 +198,8 @@ def units_from_table(table: pa.Table) -> Units:
     return Units(col("tags_code", 0, np.int64), col("tags_code_legal", False, bool), col("has_ext", False, bool),
                  col("ext_store_time", 0, np.int64), bitmaps, lengths,
                  table.column("properties").combine_chunks() if n else pa.array([], UNITS_SCHEMA.field(8).type),
-                 table.column("tags").combine_chunks() if n else pa.array([], pa.string()))
-
-
-_CQ_DROPS = np.array([OUTCOMES.index(mf.TAG_HASH_MISS), OUTCOMES.index(mf.BLOOM_MISS)], dtype=np.int8)
-_CL_DROPS = np.array([OUTCOMES.index(o) for o in (mf.SQL_FALSE, mf.SQL_NULL, mf.SQL_ERROR)], dtype=np.int8)
+                 table.column("tags").combine_chunks() if n else pa.array([], pa.string()),
+                 table.column("body_error").combine_chunks() if n and "body_error" in table.column_names else None)
 
 
 def _names(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
@@ -251,13 +253,8 @@ def simulate_queue(filters: Sequence[tuple[int, mf.ExpressionMessageFilter, int,
     cache = {} if engine_cache is None else engine_cache
     decisions, pulls = [], []
     for plan, f, start, batch_size in filters:
-        d = decide_units(f, u, cache)
-        cq_pass = ~np.isin(d.outcome, _CQ_DROPS)
-        cl_pass = ~np.isin(d.outcome, _CL_DROPS)
-        cfg = PullConfig(batch_size, base.max_filter_message_size, base.max_transfer_bytes_in_memory,
-                         base.max_transfer_count_in_memory, base.max_transfer_bytes_on_disk,
-                         base.max_transfer_count_on_disk, base.travel_cq_file_num, base.max_total_msg_size)
-        calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, cfg)
+        cfg = dataclasses.replace(base, batch_size=batch_size)
+        d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache)
         decisions.append(_decision_table(plan, units, d, calls.unit_call))
         k = len(calls.status)
         pulls.append(pa.Table.from_arrays([

@@ -63,7 +63,7 @@ from jobs.decode_tasks import (
     queue_units,
     spark_ddl,
 )
-from jobs.delta_io import replace_dump
+from jobs.delta_io import read_dump, replace_dump
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -197,6 +197,8 @@ class Summary:
     calc_bitmap: bool = False
     export: ExportResult | None = None
     verify: VerifyResult | None = None
+    undecodable: int = 0
+    undecodable_examples: list[dict] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """The human summary."""
@@ -214,6 +216,11 @@ class Summary:
         out.append(f"SQL92 filters: {self.filters} registrations, {len(self.failed_filters)} did not compile")
         out += [f"  did not compile: ({f['consumer_group']}, {f['topic']}) {f['expression']!r}: "
                 f"{f['compile_error']}" for f in self.failed_filters]
+        if self.undecodable:
+            out.append(f"bodies the client cannot decode: {self.undecodable:,} (a pull that returns one loses it "
+                       f"and the rest of that pull: CLIENT_DECODE_FAILED in job 2)")
+            out += [f"  {e['topic']} at commit log offset {e['commit_log_offset']}: {e['body_error']}"
+                    for e in self.undecodable_examples]
         if self.added_filters:
             out.append(f"registered from the subscriptions file with bornTime 0 (live for every message): "
                        f"{', '.join(self.added_filters)}")
@@ -566,6 +573,12 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.issues.append(f"the messages pass wrote {written} rows where the first pass counted "
                               f"{summary.records} records (did the store change during the run?)")
     log.info("wrote messages: %d records", written)
+    bad = read_dump(spark, wh, "messages", inputs.dump_id).where(F.col("body_error").isNotNull())
+    summary.undecodable = bad.count()
+    if summary.undecodable:
+        summary.undecodable_examples = [r.asDict() for r in bad.select("topic", "commit_log_offset", "body_error")
+                                        .orderBy("commit_log_offset").limit(5).collect()]
+        log.info("bodies the client cannot decode: %d", summary.undecodable)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")
     summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(inputs, summary)], DUMPS_DDL), wh,
                                            "dumps", inputs.dump_id)

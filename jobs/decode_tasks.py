@@ -7,7 +7,7 @@ Two kinds of task, so that no decoded body ever has to be cached by Spark:
   topic evaluated set-at-a-time over the batch); emits the records' consume-queue units, and as its last row the
   split's SplitReport as JSON (every other column null): the driver collects only those.
 - `messages`: decode with bodies and emit every record that starts before the file's valid end (known from the
-  reports by then), for the messages table.
+  reports by then), for the messages table, with why the client cannot decode a body (`body_error`).
 
 And the tasks of the two options: `export_queues` (`--export-cq`: one queue's sorted units streamed into its
 consumequeue and consumequeue_ext files by `filterlib.cqexport.QueueWriter`), `dump_queue_units` and `diff_units`
@@ -30,12 +30,14 @@ from filterlib.cqexport import QueueGap, QueueWriter
 from filterlib.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
 from filterlib.queuediff import diff_batch, read_dump_queue
 from filterlib.store import fs as sfs
+from filterlib.store.compression import body_errors
 from filterlib.store.scan import SCHEMA, RangeScan, ScanOptions, SplitReport
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, keep_below long"
 UNITS_SCHEMA = pa.schema([pa.field("file_base", pa.int64()), pa.field("position", pa.int64()), *CQ_SCHEMA,
                           pa.field("report", pa.string())])
-MESSAGES_SCHEMA = SCHEMA
+MESSAGES_SCHEMA = SCHEMA.append(pa.field("body_error", pa.string()))
+"""The decoded record, and why the client's decode of its body fails (null where it decodes)."""
 
 EXPORT_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("first_offset", pa.int64()),
                            ("units", pa.int64()), ("cq_files", pa.int32()), ("ext_files", pa.int32()),
@@ -134,7 +136,8 @@ def messages(ctx: TaskContext):
                     if not pc.all(keep).as_py():
                         batch = batch.filter(keep)
                 if batch.num_rows:
-                    yield batch
+                    flags = batch.column("sys_flag").fill_null(0).to_numpy(zero_copy_only=False)
+                    yield batch.append_column("body_error", body_errors(flags, batch.column("body")))
 
     return run
 

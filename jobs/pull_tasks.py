@@ -14,7 +14,15 @@ import pyarrow.compute as pc
 from filterlib.dispatch import registry_from_spec
 from filterlib.pull import PullConfig
 from filterlib.replay import load_queue
-from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNITS_SCHEMA, Plan, build_filter, simulate_queue
+from filterlib.simulate import (
+    DECISIONS_SCHEMA,
+    MESSAGE_SIDE,
+    PULLS_SCHEMA,
+    UNITS_SCHEMA,
+    Plan,
+    build_filter,
+    simulate_queue,
+)
 from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from jobs.decode_tasks import spark_ddl
@@ -22,7 +30,7 @@ from jobs.decode_tasks import spark_ddl
 QUEUE_TASK_DDL = "topic string, queue_id int"
 QUEUE_META = [pa.field("topic", pa.string()), pa.field("queue_id", pa.int32()), pa.field("min_offset", pa.int64()),
               pa.field("units_per_file", pa.int64())]
-CQ_SIDE = pa.schema(QUEUE_META + [f for f in UNITS_SCHEMA if f.name not in ("properties", "tags")])
+CQ_SIDE = pa.schema(QUEUE_META + [f for f in UNITS_SCHEMA if f.name not in MESSAGE_SIDE])
 """A dump queue's units as read from its files, each row carrying its queue's min offset and units per file; a
 queue also gets one row with queue_offset null, so that an empty queue still gets its pulls."""
 

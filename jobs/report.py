@@ -38,9 +38,9 @@ TABLES = {"group_stats": "jobs.simulate_pull", "pull_decisions": "jobs.simulate_
           "consumer_filters": "jobs.build_queues", "dump_files": "jobs.build_queues"}
 STATS_FIELDS = ["consumer_group", "topic", "subscription_index", "subscription_type", "expression", "path", "source",
                 "answer", "answer_remark", "answer_cause", "units_scanned", "delivered", "tag_hash_miss",
-                "tag_client_mismatch", "bloom_miss", "sql_false", "sql_null", "sql_error", "tag_collisions",
-                "bloom_tested", "bloom_false_positives", "bloom_fp_rate", "configured_fp_rate", "pulls",
-                "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker"]
+                "tag_client_mismatch", "client_decode_failed", "bloom_miss", "sql_false", "sql_null", "sql_error",
+                "tag_collisions", "bloom_tested", "bloom_false_positives", "bloom_fp_rate", "configured_fp_rate",
+                "pulls", "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker"]
 FILE_FIELDS = ["path", "kind", "file_base", "size", "records", "decoded_bytes", "blank_bytes", "zero_tail_bytes",
                "damaged_bytes", "valid_end", "end_kind", "damage_offset", "damage_global_offset", "damage_length",
                "damage_reason", "splits", "whole_file_fallback"]

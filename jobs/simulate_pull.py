@@ -34,6 +34,7 @@ from filterlib.registry import now_ms
 from filterlib.simulate import (
     COMMITTED,
     EARLIEST,
+    MESSAGE_SIDE,
     WHAT_IF,
     Plan,
     WhatIf,
@@ -91,7 +92,7 @@ DELIVERED_COLUMNS = [
     ("queue_id", "int"), ("queue_offset", "long"), ("commit_log_offset", "long"), ("pull_index", "int"),
     ("msg_id", "string"), ("offset_msg_id", "string"), ("uniq_key", "string"), ("message_topic", "string"),
     ("tags", "string"), ("keys", "string"), ("properties", "map<string,string>"), ("body", "binary"),
-    ("body_error", "string"), ("stored_body_size", "int"), ("store_size", "int"), ("sys_flag", "int"),
+    ("stored_body_size", "int"), ("store_size", "int"), ("sys_flag", "int"),
     ("flag", "int"), ("born_timestamp", "long"), ("born_host", "string"), ("store_timestamp", "long"),
     ("store_host", "string"), ("reconsume_times", "int")]
 STATS_COLUMNS = [
@@ -101,7 +102,8 @@ STATS_COLUMNS = [
     ("answer_cause", "string"), ("filter_class", "string"), ("start", "string"), ("queues", "int"),
     ("units_scanned", "long"), ("delivered", "long"), ("tag_hash_miss", "long"), ("tag_client_mismatch", "long"),
     ("bloom_miss", "long"), ("sql_false", "long"), ("sql_null", "long"), ("sql_error", "long"),
-    ("tag_collisions", "long"), ("bloom_tested", "long"), ("bloom_false_positives", "long"),
+    ("client_decode_failed", "long"), ("tag_collisions", "long"), ("bloom_tested", "long"),
+    ("bloom_false_positives", "long"),
     ("bloom_fp_rate", "double"), ("configured_fp_rate", "double"), ("sql_evaluations", "long"),
     ("bytes_delivered", "long"), ("bytes_filtered_on_broker", "long"), ("pulls", "long"), ("empty_pulls", "long"),
     ("found_pulls", "long")]
@@ -119,7 +121,8 @@ def _ddl(columns: list[tuple[str, str]]) -> str:
 
 OUTCOME_COLUMNS = {mf.DELIVERED: "delivered", mf.TAG_HASH_MISS: "tag_hash_miss",
                    mf.TAG_CLIENT_MISMATCH: "tag_client_mismatch", mf.BLOOM_MISS: "bloom_miss",
-                   mf.SQL_FALSE: "sql_false", mf.SQL_NULL: "sql_null", mf.SQL_ERROR: "sql_error"}
+                   mf.SQL_FALSE: "sql_false", mf.SQL_NULL: "sql_null", mf.SQL_ERROR: "sql_error",
+                   mf.CLIENT_DECODE_FAILED: "client_decode_failed"}
 
 
 @dataclass
@@ -316,6 +319,9 @@ def _messages(spark: SparkSession, inputs: Inputs) -> DataFrame:
     if not present:
         raise InputError(f"{table_path(inputs.warehouse, 'messages')}: no rows for dump {inputs.dump_id!r}; run "
                          f"python -m jobs.build_queues on it first (or pass its --dump-id)")
+    if "body_error" not in df.columns:
+        raise InputError(f"{table_path(inputs.warehouse, 'messages')}: dump {inputs.dump_id!r} was written by an "
+                         f"older build_queues, without body_error; run python -m jobs.build_queues on it again")
     return df
 
 
@@ -366,39 +372,29 @@ def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, in
 
 def _consumer_bodies(messages: DataFrame) -> DataFrame:
     """Each message's fields as a consumer sees them, body decompressed: once per message, and only the compressed
-    ones pass through Python (most dumps have none, and a body is never copied through Python to stay as it is)."""
+    ones pass through Python (most dumps have none, and a body is never copied through Python to stay as it is).
+    A message whose body does not decode is never delivered (CLIENT_DECODE_FAILED), so it is left out."""
     from pyspark.sql import functions as F
 
-    m = messages.select("commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
-                        "offset_msg_id", "properties", F.col("body").alias("stored_body"), "store_size", "sys_flag",
-                        "flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times")
+    m = messages.where(F.col("body_error").isNull()).select(
+        "commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key", "offset_msg_id",
+        "properties", F.col("body").alias("stored_body"), "store_size", "sys_flag", "flag", "born_timestamp",
+        "born_host", "store_timestamp", "store_host", "reconsume_times")
     m = m.withColumn("stored_body_size", F.length("stored_body").cast("int"))
     compressed = (F.coalesce(F.col("sys_flag"), F.lit(0)).bitwiseAND(COMPRESSED_FLAG)) != 0
-    plain = (m.where(~compressed).withColumn("body", F.col("stored_body"))
-             .withColumn("body_error", F.lit(None).cast("string")))
-    in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in m.schema) + ", body binary, body_error string"
+    plain = m.where(~compressed).withColumn("body", F.col("stored_body"))
+    in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in m.schema) + ", body binary"
     return plain.unionByName(m.where(compressed).mapInArrow(_with_bodies, in_ddl)).drop("stored_body")
 
 
 def _with_bodies(batches):
-    """mapInArrow over delivered rows: the body as the consumer gets it (decompressed where the sysflag says it is
-    compressed; a body that does not decompress is kept as stored, with body_error saying why)."""
+    """mapInArrow over compressed messages: the body as the consumer gets it, inflated as the client does."""
     for b in batches:
         flags = np.asarray(b.column("sys_flag").fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        compressed = np.flatnonzero(flags & COMPRESSED_FLAG)
-        body = b.column("stored_body")
-        errors: list[str | None] = [None] * b.num_rows
-        if len(compressed):
-            values = body.to_pylist()
-            for i in compressed.tolist():
-                try:
-                    values[i] = decompress_body(values[i] or b"", int(flags[i]))
-                except Exception as e:  # a body that does not decompress is kept raw and named
-                    errors[i] = f"{type(e).__name__}: {e}"
-            body = pa.array(values, pa.binary())
+        values = [decompress_body(v or b"", int(f)) for v, f in zip(b.column("stored_body").to_pylist(),
+                                                                    flags.tolist(), strict=True)]
         cols = {n: b.column(n) for n in b.schema.names}
-        cols["body"] = body
-        cols["body_error"] = pa.array(errors, pa.string())
+        cols["body"] = pa.array(values, pa.binary())
         yield pa.RecordBatch.from_pydict(cols)
 
 
@@ -536,7 +532,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 
     # No replay output is cached: caching its ~20 columns per decision cost 4x the replay itself. Each table reads a
     # replay of its own (deterministic: the same context and `now`), and the counts come from the written tables.
-    msg_side = messages.select("commit_log_offset", "properties", "tags")
+    msg_side = messages.select("commit_log_offset", *MESSAGE_SIDE)
     joined = units.join(msg_side, "commit_log_offset", "left")
 
     def replay(kind: str) -> DataFrame:

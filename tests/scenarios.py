@@ -302,6 +302,65 @@ def large_body_scenario(seed: int) -> dict:
             "events": events}
 
 
+def client_decode_scenario(seed: int, n_messages: int = 90) -> dict:
+    """Compressed bodies the client cannot inflate among good ones: garbage under each codec's flags, truncated
+    zlib and zstd frames, type bits that name no codec, and bodies that look broken but inflate (a compressed flag
+    over an empty body, zstd with stray trailing bytes). The client's decodesBatch loses the first such message of
+    a pull and every later one of that pull; batch sizes of 8 and 4 put several messages in each pull."""
+    from filterlib.store.compression import compress
+
+    rng = random.Random(seed)
+    text = b'{"order": 1, "note": "' + b"compressible " * 30 + b'"}'
+
+    def bad_body() -> dict:
+        kind = rng.randrange(7)
+        garbage = rng.randbytes(rng.randint(5, 40))
+        if kind == 0:
+            return {"bodyBase64": base64.b64encode(garbage).decode(), "compress": {"type": "zstd", "asIs": True}}
+        if kind == 1:
+            return {"bodyBase64": base64.b64encode(garbage).decode(), "compress": {"type": "lz4", "asIs": True}}
+        if kind == 2:
+            cut = compress(text, "ZLIB")[:-3]
+            return {"bodyBase64": base64.b64encode(cut).decode(), "compress": {"type": "zlib", "asIs": True}}
+        if kind == 3:
+            cut = compress(text, "ZSTD")[:-2]
+            return {"bodyBase64": base64.b64encode(cut).decode(), "compress": {"type": "zstd", "asIs": True}}
+        if kind == 4:
+            return {"body": "plain text", "compress": {"typeBits": rng.choice([4, 5, 6, 7])}}
+        if kind == 5:  # inflates: MessageDecoder never inflates an empty body
+            return {"body": "", "compress": {"type": "zstd", "asIs": True}}
+        stray = compress(text, "ZSTD") + b"\0\0\0"  # inflates: fewer than 5 stray bytes after the frame
+        return {"bodyBase64": base64.b64encode(stray).decode(), "compress": {"type": "zstd", "asIs": True}}
+
+    events: list[dict] = []
+    for i in range(n_messages):
+        m = {"kind": "message", "id": f"m{i}", "topic": TOPIC, "queueId": i % 2, "bornTimestamp": BORN_BASE + i,
+             "bornHost": _host(rng, False), "tags": rng.choice(["TagA", "TagB", "TagC"]),
+             "props": {"a": str(rng.randrange(5))}}
+        r = rng.random()
+        if r < 0.15:
+            m.update(bad_body())
+        elif r < 0.45:
+            m["body"] = f"message {i} " + "y" * rng.randint(0, 200)
+            m["compress"] = rng.choice(COMPRESS[3:])
+        else:
+            m["body"] = f"message {i}"
+        events.append(m)
+    return {
+        "broker": {"enableConsumeQueueExt": False, "enablePropertyFilter": True},
+        "store": {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 400},
+        "topics": [{"name": TOPIC, "readQueueNums": 2, "writeQueueNums": 2}],
+        "groups": ["G_ALL", "G_TAG", "G_SQL"],
+        "events": events,
+        "subscriptions": [
+            {"group": "G_ALL", "topic": TOPIC, "type": "TAG", "expression": "*", "batchSize": 8},
+            {"group": "G_TAG", "topic": TOPIC, "type": "TAG", "expression": "TagA || TagB", "batchSize": 4},
+            {"group": "G_SQL", "topic": TOPIC, "type": "SQL92", "expression": "a > 1", "path": "posted",
+             "batchSize": 8},
+        ],
+    }
+
+
 DEMO_BORN_BASE = 1_795_510_800_000    # 2026-11-24T09:00:00Z: the demo's producers' clock (bornTimestamp)
 DEMO_ORDERS = "TradeOrder"
 DEMO_PAYMENTS = "PaymentEvents"

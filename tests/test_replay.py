@@ -3,14 +3,18 @@ every unit's outcome, every call and the delivered set equal the real broker's p
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
+import refharness
+import scenarios
 from test_engine_decide import pulling_filters
 from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
 from test_message_filter import pull_answers_run
 from test_registry import replay_registrations, store_run
 
-from filterlib.engine.decide import OUTCOMES
+from filterlib.engine.decide import OUTCOMES, REASONS
 from filterlib.pull import PullConfig
 from filterlib.registry import compile_filter
 from filterlib.replay import MessageIndex, load_queue, replay_queue
@@ -45,12 +49,28 @@ def compare(run: dict, manager) -> tuple[int, int, list]:
                              c["filterMessageCount"]) for c in q["calls"]]
             if calls_mine != calls_theirs:
                 problems.append((sub_row["group"], q["queueId"], "calls", calls_theirs, calls_mine))
+            failing = [qo for qo, m in _first_undecoded(q["messages"])]
+            mine_failing = [queue.min_offset + i for i, r in enumerate(decisions.reason)
+                            if REASONS[r] == "client_decode_failed"]
+            if failing != mine_failing:
+                problems.append((sub_row["group"], q["queueId"], "first undecoded message per pull", failing,
+                                 mine_failing))
             delivered = {int(queue.commit_log_offset[i]) for i, o in enumerate(mine) if o[0] == "DELIVERED"}
             if delivered != {m["commitLogOffset"] for m in q["messages"] if m["clientKept"]}:
                 problems.append((sub_row["group"], q["queueId"], "delivered"))
             units += len(mine)
             calls += len(calls_theirs)
     return units, calls, problems
+
+
+def _first_undecoded(messages: list[dict]) -> list[tuple[int, dict]]:
+    """(queue offset, message) of the first message of each pull that the client's decodesBatch did not reach."""
+    out, seen = [], set()
+    for m in messages:
+        if not m["clientDecoded"] and m["call"] not in seen:
+            seen.add(m["call"])
+            out.append((m["queueOffset"], m))
+    return out
 
 
 @pytest.mark.reference
@@ -71,3 +91,22 @@ def test_replay_of_the_pull_answer_scenarios(enable_property_filter):
     units, calls, problems = compare(run, manager)
     assert problems == []
     assert units >= 40
+
+
+@pytest.mark.reference
+def test_replay_loses_what_the_client_cannot_decode():
+    """Compressed bodies that do not inflate: the client loses the first such message of a pull and the rest of
+    that pull; every unit's outcome, each pull's first undecoded message and the delivered set equal the real
+    client's decodesBatch over the broker's responses."""
+    scenario = scenarios.client_decode_scenario(3)
+    out = refharness.write_store(scenario)
+    run = {"out": out, "scenario": scenario, "report": json.loads((out / "report.json").read_text()),
+           "listing": json.loads((out / "listing.json").read_text()),
+           "pull": json.loads((out / "pull.json").read_text())}
+    manager, _ = replay_registrations(run, {}, compiler=compile_filter)
+    units, calls, problems = compare(run, manager)
+    assert problems == []
+    outcomes = [u["outcome"] for s in run["pull"]["subscriptions"] for q in s["queues"] for u in q["units"]]
+    lost_after = [m for s in run["pull"]["subscriptions"] for q in s["queues"] for m in q["messages"]
+                  if not m["clientDecoded"] and (m["queueOffset"], m) not in _first_undecoded(q["messages"])]
+    assert outcomes.count("CLIENT_DECODE_FAILED") >= 10 and lost_after  # failures, and messages lost after one

@@ -31,6 +31,7 @@ SCENARIOS = {
     "varied": lambda: scenarios.varied_scenario(4),
     "answers_on": lambda: scenarios.pull_answers_scenario(11, True),
     "answers_off": lambda: scenarios.pull_answers_scenario(11, False),
+    "client_decode": lambda: scenarios.client_decode_scenario(3),
     "demo": None,
 }
 DEMO = ROOT / "demo"
@@ -67,12 +68,12 @@ def replayed(spark, tmp_path_factory) -> dict:
             subs = subscriptions_file(tmp / "subs.json", scenario["subscriptions"])
             store = str(run / "store")
         args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name]
-        build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
+        built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
         summary = simulate_pull.run(spark, simulate_pull.validate(
             simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
         truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
                                  "subscriptions": scenario["subscriptions"]})
-        out[name] = {"summary": summary, "truth": truth, "args": args + ["--subscriptions", subs],
+        out[name] = {"summary": summary, "built": built, "truth": truth, "args": args + ["--subscriptions", subs],
                      "store": store, "report": report}
     out["warehouse"] = wh
     return out
@@ -156,7 +157,7 @@ def test_every_outcome_and_answer_is_covered(spark, replayed) -> None:
             fps += d["bloom_false_positive"]
         answers |= {s["answer"] for s in rows(spark, wh, "group_stats", name, ["subscription_index"])}
     assert outcomes == {"DELIVERED", "TAG_HASH_MISS", "TAG_CLIENT_MISMATCH", "BLOOM_MISS", "SQL_FALSE", "SQL_NULL",
-                        "SQL_ERROR"}
+                        "SQL_ERROR", "CLIENT_DECODE_FAILED"}
     assert answers == {"OK", "FILTER_DATA_NOT_EXIST", "FILTER_DATA_NOT_LATEST", "SYSTEM_ERROR",
                        "SUBSCRIPTION_PARSE_FAILED"}
     assert fps > 0
@@ -227,8 +228,8 @@ def test_command_line_help() -> None:
         assert flag in text
 
 
-def _explain(spark, wh: str, group: str, *key: str) -> explain.Answer:
-    args = explain.parser().parse_args(["--warehouse", wh, "--dump-id", "demo", "--group", group, *key])
+def _explain(spark, wh: str, group: str, *key: str, dump_id: str = "demo") -> explain.Answer:
+    args = explain.parser().parse_args(["--warehouse", wh, "--dump-id", dump_id, "--group", group, *key])
     return explain.answer(spark, explain.validate(args))
 
 
@@ -276,6 +277,35 @@ def test_explain_names_the_layer_and_the_reason(spark, replayed) -> None:
             assert "collision" in text or "no TAGS" in text
     assert {o for o, _ in seen} == {"DELIVERED", "TAG_HASH_MISS", "TAG_CLIENT_MISMATCH", "BLOOM_MISS", "SQL_FALSE",
                                     "SQL_NULL", "SQL_ERROR"}
+
+
+def test_bodies_the_client_cannot_decode_are_named_and_explained(spark, replayed) -> None:
+    """client_decode_scenario: job 1's body_error is set exactly where the real client's decode of the record
+    fails (the harness listing), and explain names the failing body or the earlier message of the pull."""
+    wh, store = replayed["warehouse"], Path(replayed["client_decode"]["store"])
+    listing = json.loads((store.parent / "listing.json").read_text())["records"]
+    undecodable = {r["commitLogOffset"] for r in listing if r["sysFlag"] & 1 and r["bodyDecompressed"] is None}
+    messages = rows(spark, wh, "messages", "client_decode", ["commit_log_offset"])
+    assert undecodable and {m["commit_log_offset"] for m in messages if m["body_error"]} == undecodable
+    built = replayed["client_decode"]["built"]
+    assert built.undecodable == len(undecodable)
+    assert f"bodies the client cannot decode: {len(undecodable)}" in "\n".join(built.lines())
+    errors = {m["commit_log_offset"]: m["body_error"] for m in messages}
+    decisions = [d for d in rows(spark, wh, "pull_decisions", "client_decode", ["subscription_index", "queue_id",
+                                                                                 "queue_offset"])
+                 if d["outcome"] == "CLIENT_DECODE_FAILED"]
+    failed = next(d for d in decisions if d["reason"] == "client_decode_failed")
+    lost = next(d for d in decisions if d["reason"] == "client_decode_lost")
+    for d in (failed, lost):
+        a = _explain(spark, wh, d["consumer_group"], "--queue", f"{d['topic']}:{d['queue_id']}:{d['queue_offset']}",
+                     dump_id="client_decode")
+        text = "\n".join(a.lines())
+        assert "CLIENT_DECODE_FAILED, decided by the client layer" in text and "decodesBatch" in text
+    assert failed["detail"] == errors[failed["commit_log_offset"]]
+    first = next(d for d in decisions if (d["subscription_index"], d["queue_id"], d["pull_index"]) ==
+                 (lost["subscription_index"], lost["queue_id"], lost["pull_index"]) and
+                 d["reason"] == "client_decode_failed")
+    assert f"queue offset {first['queue_offset']} did not decode" in lost["detail"]
 
 
 def test_explain_a_message_the_group_never_scanned(spark, replayed) -> None:

@@ -8,7 +8,7 @@ set-at-a-time engine, once per distinct filter data (a retry topic's rows use th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -21,12 +21,13 @@ from filterlib.engine.results import ERROR, TRUE
 from filterlib.errors import BrokerFilterError
 
 OUTCOMES = (mf.DELIVERED, mf.TAG_HASH_MISS, mf.TAG_CLIENT_MISMATCH, mf.BLOOM_MISS, mf.SQL_FALSE, mf.SQL_NULL,
-            mf.SQL_ERROR)
+            mf.SQL_ERROR, mf.CLIENT_DECODE_FAILED)
 LAYERS = (mf.CONSUME_QUEUE, mf.COMMIT_LOG, mf.CLIENT)
 REASONS = ("no_subscription", "class_filter", "tag_code_null", "sub_all", "tag_hash_hit", "tag_hash_miss",
            "no_filter_data", "no_bloom_data", "ext_null", "not_in_live", "bitmap_null", "bloom_data_invalid",
            "bitmap_length_mismatch", "bloom_error", "bloom_hit", "bloom_miss", "tag_type", "sql_false", "sql_true",
-           "sql_null", "sql_error", "client_keep_all", "client_no_tags", "client_tag_match", "client_tag_mismatch")
+           "sql_null", "sql_error", "client_keep_all", "client_no_tags", "client_tag_match", "client_tag_mismatch",
+           "client_decode_failed", "client_decode_lost")
 _O = {name: i for i, name in enumerate(OUTCOMES)}
 _L = {name: i for i, name in enumerate(LAYERS)}
 _R = {name: i for i, name in enumerate(REASONS)}
@@ -42,7 +43,8 @@ class Units:
     tags_code / tags_code_legal: the tagsCode the filter gets (the ext unit's when the ext address resolved;
     legal False is the broker's null). has_ext, ext_store_time, bitmaps (n, width) uint8 and bitmap_length (-1
     for a unit without bitmap) describe the ext unit. properties (map<string,string>) and tags are the
-    message's, for the commit-log layer and the client.
+    message's, for the commit-log layer and the client; decode_errors (null where it decodes, None: all decode)
+    is why the client's decode of the message's body fails.
     """
 
     tags_code: np.ndarray
@@ -53,6 +55,7 @@ class Units:
     bitmap_length: np.ndarray
     properties: pa.Array
     tags: pa.Array
+    decode_errors: pa.Array | None = None
 
     def __len__(self) -> int:
         return len(self.tags_code)
@@ -63,7 +66,7 @@ class Decisions:
     """Per unit: outcome, layer and branch (indices into OUTCOMES / LAYERS / REASONS), the SQL92 state where the
     commit-log layer evaluated one (-1 elsewhere; results.FALSE / TRUE / NULL / ERROR), the error text of each
     ERROR row, and the bloom false-positive flag; `cq_reason` is the consume-queue layer's branch even where a
-    later layer decided."""
+    later layer decided; `client_errors` is the detail of each unit lost in the client's decode."""
 
     outcome: np.ndarray
     layer: np.ndarray
@@ -72,6 +75,7 @@ class Decisions:
     sql_errors: dict[int, str]
     bloom_false_positive: np.ndarray
     cq_reason: np.ndarray | None = None
+    client_errors: dict[int, str] = field(default_factory=dict)
 
     def bloom_tested(self) -> np.ndarray:
         """Per unit: did the consume-queue layer test the ext bitmap (a bloom hit or miss)?"""
@@ -80,7 +84,10 @@ class Decisions:
         return (self.cq_reason == _R["bloom_hit"]) | (self.cq_reason == _R["bloom_miss"])
 
     def detail(self, i: int) -> str | None:
-        """`decide`'s detail: the SQL value (or "JavaClass: message") where the commit-log layer decided."""
+        """`decide`'s detail: the SQL value (or "JavaClass: message") where the commit-log layer decided; why the
+        client lost the message where its decode did."""
+        if i in self.client_errors:
+            return self.client_errors[i]
         s = int(self.sql_state[i])
         if s < 0 or self.layer[i] != _L[mf.COMMIT_LOG]:
             return None
@@ -97,6 +104,10 @@ class Decisions:
         if len(errors):
             codes[errors] = np.arange(len(texts), len(texts) + len(errors), dtype=np.int32)
             texts += [self.sql_errors[int(i)] for i in rows[errors].tolist()]
+        if self.client_errors:
+            lost = np.flatnonzero(np.isin(rows, np.fromiter(self.client_errors, np.int64, len(self.client_errors))))
+            codes[lost] = np.arange(len(texts), len(texts) + len(lost), dtype=np.int32)
+            texts += [self.client_errors[int(i)] for i in rows[lost].tolist()]
         return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), pa.array(texts, pa.string())).cast(
             pa.string())
 
@@ -273,3 +284,33 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
                                   np.where(keep, np.int8(_R["client_tag_match"]), np.int8(_R["client_tag_mismatch"])))
     outcome[passed[~keep]] = _O[mf.TAG_CLIENT_MISMATCH]
     return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
+
+
+_RETURNED = np.array([_O[mf.DELIVERED], _O[mf.TAG_CLIENT_MISMATCH]], dtype=np.int8)
+
+
+def client_decode_layer(d: Decisions, unit_call: np.ndarray, decode_errors: pa.Array | None,
+                        min_offset: int) -> None:
+    """The client's decodesBatch over each pull's response, applied in place once the pulls are paged: the first
+    returned message whose body does not decode ends the list, so it and every later message the broker returned
+    in that pull are lost (CLIENT_DECODE_FAILED), before the client's tag re-check. Units run from min_offset."""
+    if decode_errors is None or decode_errors.null_count == len(decode_errors):
+        return
+    n = len(d.outcome)
+    returned = (unit_call >= 0) & np.isin(d.outcome, _RETURNED)
+    bad = returned & np.asarray(decode_errors.is_valid(), dtype=bool)
+    if not bad.any():
+        return
+    first = np.full(int(unit_call.max()) + 1, n, dtype=np.int64)
+    np.minimum.at(first, unit_call[bad], np.flatnonzero(bad))
+    index = np.arange(n)
+    lost = returned & (index >= first[np.maximum(unit_call, 0)])
+    failing = lost & (index == first[np.maximum(unit_call, 0)])
+    d.outcome[lost] = _O[mf.CLIENT_DECODE_FAILED]
+    d.layer[lost] = _L[mf.CLIENT]
+    d.reason[lost] = np.where(failing[lost], np.int8(_R["client_decode_failed"]), np.int8(_R["client_decode_lost"]))
+    errors = decode_errors.to_pylist() if failing.any() else []
+    for i in np.flatnonzero(lost).tolist():
+        f = int(first[unit_call[i]])
+        d.client_errors[i] = errors[i] if i == f else \
+            f"lost with its pull: the message at queue offset {min_offset + f} did not decode ({errors[f]})"

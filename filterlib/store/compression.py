@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import zlib
 
+import numpy as np
+import pyarrow as pa
+
 from filterlib.store.commitlog import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK
 
 ZLIB = "ZLIB"
@@ -189,3 +192,20 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
     never inflated: MessageDecoder reads a body only when its length is positive)."""
     ctype = compression_type(sys_flag)
     return body if ctype is None or not body else decompress(body, ctype)
+
+
+def body_errors(sys_flag: np.ndarray, body: pa.Array) -> pa.Array:
+    """Per record, why the client's decode of its body fails ("JavaClass: message"), null where it decodes: only
+    compressed, non-empty bodies are inflated (one at a time: most dumps have few), every other row is null."""
+    flags = np.asarray(sys_flag, dtype=np.int64)
+    rows = np.flatnonzero(flags & COMPRESSED_FLAG)
+    if not len(rows):
+        return pa.nulls(len(flags), pa.string())
+    out: list[str | None] = [None] * len(flags)
+    for i in rows.tolist():
+        data = body[i].as_py()
+        try:
+            decompress_body(data or b"", int(flags[i]))
+        except DecompressError as e:
+            out[i] = str(e)
+    return pa.array(out, pa.string())

@@ -183,18 +183,25 @@ final class PullReplay {
                 c.put("messageCount", r.getMessageCount());
                 c.put("filterMessageCount", r.getFilterMessageCount());
                 Map<Long, Boolean> kept = new HashMap<>();
+                Map<Long, Boolean> decoded = new HashMap<>();
                 List<ByteBuffer> bufs = r.getMessageBufferList();
                 List<Long> qos = r.getMessageQueueOffset();
+                int clientDecoded = clientDecodedCount(bufs);
                 for (int i = 0; i < bufs.size(); i++) {
                     JSONObject msg = message(bufs.get(i), sd, topic);
                     msg.put("queueOffset", qos.get(i));
                     msg.put("call", call);
+                    msg.put("clientDecoded", i < clientDecoded);
+                    if (i >= clientDecoded) {
+                        msg.put("clientKept", false);
+                    }
                     messages.add(msg);
                     kept.put(qos.get(i), msg.getBoolean("clientKept"));
+                    decoded.put(qos.get(i), i < clientDecoded);
                 }
                 for (int k = 0; k < rec.cqCalls.size(); k++) {
                     unitRows.add(unitRow(offset + k, call, rec.cqCalls.get(k), rec.clCalls.get(offset + k),
-                        kept.get(offset + k), units.get(offset + k), raw.get(offset + k)));
+                        kept.get(offset + k), decoded.get(offset + k), units.get(offset + k), raw.get(offset + k)));
                 }
             } finally {
                 r.release();
@@ -213,8 +220,27 @@ final class PullReplay {
         return q;
     }
 
+    /**
+     * How many of a pull's returned messages the client decodes: PullAPIWrapper.processPullResult runs
+     * MessageDecoder.decodesBatch (readBody, decompressBody, isClient: the ClientConfig defaults) over the
+     * response body, which is the returned buffers one after another; the first record that fails to decode
+     * (e.g. a compressed body that does not inflate) ends the list, so it and every later message are lost.
+     */
+    private static int clientDecodedCount(List<ByteBuffer> bufs) {
+        int total = 0;
+        for (ByteBuffer b : bufs) {
+            total += b.remaining();
+        }
+        ByteBuffer all = ByteBuffer.allocate(total);
+        for (ByteBuffer b : bufs) {
+            all.put(b.duplicate());
+        }
+        all.flip();
+        return MessageDecoder.decodesBatch(all, true, true, true).size();
+    }
+
     private static JSONObject unitRow(long qo, int call, JSONObject cq, JSONObject cl, Boolean clientKept,
-        JSONObject unit, long[] raw) {
+        Boolean clientDecoded, JSONObject unit, long[] raw) {
         JSONObject u = new JSONObject();
         u.put("queueOffset", qo);
         u.put("commitLogOffset", unit == null ? null : unit.get("commitLogOffset"));
@@ -236,10 +262,13 @@ final class PullReplay {
         u.put("sqlValue", cl == null ? null : cl.get("sqlValue"));
         boolean returned = clientKept != null;
         u.put("brokerReturned", returned);
+        u.put("clientDecoded", clientDecoded);
         u.put("clientKept", clientKept);
         u.put("delivered", returned && clientKept);
         String outcome;
-        if (returned) {
+        if (returned && !clientDecoded) {
+            outcome = "CLIENT_DECODE_FAILED";
+        } else if (returned) {
             outcome = clientKept ? "DELIVERED" : "TAG_CLIENT_MISMATCH";
         } else if (!cqResult) {
             outcome = "TAG_NOT_IN_SET".equals(branch) ? "TAG_HASH_MISS"

@@ -54,8 +54,16 @@ final class StoreMessages {
         if (c == null) {
             return 0;
         }
+        if (c.containsKey("typeBits")) {
+            // A body stored as given under COMPRESSED_FLAG and raw type bits (4-7 name no codec).
+            return MessageSysFlag.COMPRESSED_FLAG | (c.getIntValue("typeBits") << 8);
+        }
         String type = c.getString("type");
         int level = c.getIntValue("level", 5);
+        if (c.getBooleanValue("asIs")) {
+            // The codec's flags over a body stored as given: a corrupt or foreign "compressed" body.
+            return MessageSysFlag.COMPRESSED_FLAG | CompressionType.of(type).getCompressionFlag();
+        }
         if ("legacy-zlib".equals(type)) {
             bodyHolder[0] = CompressorFactory.getCompressor(CompressionType.ZLIB).compress(bodyHolder[0], level);
             return MessageSysFlag.COMPRESSED_FLAG;
