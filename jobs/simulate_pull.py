@@ -179,6 +179,9 @@ class Summary:
             if s["tag_collisions"]:
                 out.append(f"    tag-hash collisions: {s['tag_collisions']:,} messages passed the hash check "
                            f"with another tag")
+            if s["sql_evaluations"] or s["bloom_miss"]:
+                saved = f", {s['bloom_miss']:,} avoided by the bloom bitmap" if s["bloom_miss"] else ""
+                out.append(f"    SQL92 on the broker: {s['sql_evaluations']:,} evaluations{saved}")
             if s["bloom_tested"]:
                 rate_txt = "n/a" if s["bloom_fp_rate"] is None else f"{s['bloom_fp_rate']:.1%}"
                 out.append(f"    bloom: {s['bloom_tested']:,} bitmaps tested, {s['bloom_false_positives']:,} false "

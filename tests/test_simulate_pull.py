@@ -373,6 +373,12 @@ def test_store_and_broker_conf_come_from_job_1s_dumps_table(spark, replayed) -> 
     args = ["--warehouse", wh, "--dump-id", "demo", "--subscriptions", str(DEMO / "subscriptions.json")]
     s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
     assert s.dump_id == "demo" and s.decisions == len(before)
+    text = "\n".join(s.lines())
+    for st in rows(spark, wh, "group_stats", "demo", ["subscription_index"]):
+        evaluated = sum(d["sql_value"] is not None for d in before
+                        if d["subscription_index"] == st["subscription_index"])
+        if evaluated:  # the summary's count per subscription is the table's
+            assert f"SQL92 on the broker: {evaluated:,} evaluations" in text
     assert rows(spark, wh, "pull_decisions", "demo", key) == before
     with pytest.raises(InputError, match="dump 'nope' is not recorded"):
         simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(
