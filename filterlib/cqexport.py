@@ -37,7 +37,8 @@ def encode_queue(offsets: Sequence[int], commit_log_offsets: Sequence[int], size
     """The files of one queue from its units' columns (queue offsets consecutive and ascending).
 
     A unit with a store time gets an ext unit when `ext` is on (its address replaces the tagsCode field, unless
-    the put failed, as for a unit over 32767 bytes); one without keeps its plain tagsCode.
+    the put failed, as for a unit over 32767 bytes); one without keeps its plain tagsCode. A queue without any ext
+    unit has no ext file.
     """
     n = len(offsets)
     if n == 0:
@@ -50,7 +51,7 @@ def encode_queue(offsets: Sequence[int], commit_log_offsets: Sequence[int], size
     if ext:
         idx = [i for i in range(n) if store_times[i] is not None]
         units = [CqExtUnit(fields[i], int(store_times[i]), bitmaps[i]) for i in idx]
-        ext_files, addrs = encode_ext_files(units, ext_file_size)
+        ext_files, addrs = encode_ext_files(units, ext_file_size) if units else ({}, [])
         for i, a in zip(idx, addrs, strict=True):
             if is_ext_addr(a):
                 fields[i] = a
@@ -234,11 +235,12 @@ class QueueWriter:
             self._ewpos = 0
 
     def close(self) -> None:
-        """Pad and close the last consume-queue file, write the last ext file."""
+        """Pad and close the last consume-queue file, write the last ext file (none when no unit of the queue had
+        an ext unit: the broker creates an ext file on its first put, as for multi-dispatch queues)."""
         self._close_cq()
-        if self._ebuf is not None:
+        if self._ebuf is not None and self._ewpos > 0:
             self._flush_ext()
-            self._ebuf = None
+        self._ebuf = None
 
     def abort(self) -> None:
         """Remove what was written (a queue that cannot be exported leaves no files)."""
