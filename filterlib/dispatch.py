@@ -4,7 +4,8 @@ Which records get a unit (CommitLogDispatcherBuildConsumeQueue): transaction typ
 and rollback records get none), at the record's own topic, queue id and QUEUEOFFSET, with its commit log offset,
 TOTALSIZE and tagsCode (the decoder's `tags_code`: the TAGS hash, or the delivery time in SCHEDULE_TOPIC_XXXX).
 With ConsumeQueueExt on, every unit also gets an ext unit: the real tagsCode, the record's store time and the
-bitmap CommitLogDispatcherCalcBitMap computed (when enableCalcFilterBitMap is on).
+bitmap CommitLogDispatcherCalcBitMap computed (when enableCalcFilterBitMap is on). Under enableMultiDispatch a
+record's INNER_MULTI_DISPATCH queues (LMQ) get units too (`Dispatcher.lmq_units`).
 
 **Which filters a rebuilt bitmap holds.** The broker sets, at dispatch time, the bits of every SQL92 filter then
 registered on the record's topic that evaluates to TRUE on its properties, dead records included (they stay in
@@ -37,10 +38,24 @@ import pyarrow.compute as pc
 
 from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.engine import Engine
+from filterlib.engine.columns import MISSING, extract_properties
 from filterlib.engine.queue_layer import ext_bitmaps
+from filterlib.javalang import java_is_blank, java_parse_int, java_split
+from filterlib.message_filter import RETRY_GROUP_TOPIC_PREFIX
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, TopicFilters, bloom_key, compile_filter
-from filterlib.store.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from filterlib.store.commitlog import (
+    SCHEDULE_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 from filterlib.store.consumequeue_ext import MAX_EXT_UNIT_SIZE, MIN_EXT_UNIT_SIZE
+
+PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+LMQ_SEPARATOR = ","
+LMQ_PREFIX = "%LMQ%"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
 CQ_SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -89,9 +104,12 @@ class DispatchStats:
 class Dispatcher:
     """Consume-queue units of decoded batches under one broker setting and one (final) filter registry."""
 
-    def __init__(self, registry: ConsumerFilterManager | None, ext: bool, calc_bitmap: bool):
+    def __init__(self, registry: ConsumerFilterManager | None, ext: bool, calc_bitmap: bool,
+                 multi_dispatch: bool = False, lmq: bool = False):
         self.registry = registry
         self.ext = ext
+        self.multi_dispatch = multi_dispatch
+        self.lmq = lmq
         self.calc_bitmap = calc_bitmap and ext and registry is not None
         self.stats = DispatchStats()
         self._topics: dict[str, _TopicFilters | None] = {}
@@ -116,15 +134,6 @@ class Dispatcher:
                     engine)
         return self._topics[topic]
 
-    def units(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The consume-queue units of a decoded batch (filterlib.store.scan SCHEMA), in the batch's order."""
-        in_queue, store_time, bitmaps = self.ext_columns(batch)
-        cols = [batch.column("topic"), batch.column("queue_id"), batch.column("queue_offset"),
-                batch.column("commit_log_offset"), batch.column("store_size"), batch.column("tags_code"),
-                store_time, bitmaps]
-        units = pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
-        return units if in_queue.all() else units.filter(pa.array(in_queue))
-
     def ext_columns(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, pa.Array]:
         """Per row of a decoded batch: (gets a unit, its ext msg store time, its ext bitmap); nulls without ext."""
         n = batch.num_rows
@@ -142,6 +151,60 @@ class Dispatcher:
             store_time = pc.if_else(mask, pa.nulls(n, pa.int64()), store_time)
             bitmaps = pc.if_else(mask, pa.nulls(n, pa.binary()), bitmaps)
         return in_queue, store_time, bitmaps
+
+    def lmq_units(self, batch: pa.RecordBatch, in_queue: np.ndarray) -> tuple[np.ndarray, pa.RecordBatch] | None:
+        """The multi-dispatch units of a decoded batch (ConsumeQueue.multiDispatchLmqQueue, under
+        enableMultiDispatch), with the batch row each comes from; None when there are none.
+
+        After a record's own unit, every queue named in its INNER_MULTI_DISPATCH property ("," separated, as
+        String.split) gets a unit asking for the offset in the same place of INNER_MULTI_QUEUE_OFFSET (where it
+        lands is `append_positions`' rule, over the whole queue): the record's commit log offset, size and plain
+        tagsCode, never an ext unit; queue id 0 for a `%LMQ%` queue under enableLmq,
+        else the record's. Not for %RETRY% topics, rmq_sys_* topics or SCHEDULE_TOPIC_XXXX; nothing when either
+        property is blank or the two lists differ in length; a name holding "/" is skipped. An offset Long.parseLong
+        refuses stops the record's list there (the broker's dispatch throws; job 1 goes on).
+        """
+        if not self.multi_dispatch or not batch.num_rows:
+            return None
+        props = extract_properties(batch.column("properties"), [PROPERTY_INNER_MULTI_DISPATCH,
+                                                                PROPERTY_INNER_MULTI_QUEUE_OFFSET])
+        names_col, offsets_col = props[PROPERTY_INNER_MULTI_DISPATCH], props[PROPERTY_INNER_MULTI_QUEUE_OFFSET]
+        rows = np.flatnonzero(in_queue & (names_col.codes != MISSING) & (offsets_col.codes != MISSING))
+        if not len(rows):
+            return None
+        topics = batch.column("topic").take(pa.array(rows)).to_pylist()
+        queue_ids = batch.column("queue_id").to_numpy(zero_copy_only=False)
+        names_all, offsets_all = names_col.pylist(), offsets_col.pylist()
+        src, out_topic, out_qid, out_offset = [], [], [], []
+        for i, topic in zip(rows.tolist(), topics, strict=True):
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(SYSTEM_TOPIC_PREFIX) or \
+                    topic == SCHEDULE_TOPIC:
+                continue
+            names, offsets = names_all[names_col.codes[i]], offsets_all[offsets_col.codes[i]]
+            if java_is_blank(names) or java_is_blank(offsets):
+                continue
+            names, offsets = java_split(names, LMQ_SEPARATOR), java_split(offsets, LMQ_SEPARATOR)
+            if len(names) != len(offsets):
+                continue
+            for name, text in zip(names, offsets, strict=True):
+                if "/" in name:
+                    continue
+                offset = java_parse_int(text, 64)
+                if offset is None:
+                    break
+                src.append(i)
+                out_topic.append(name)
+                out_qid.append(0 if self.lmq and name.startswith(LMQ_PREFIX) else int(queue_ids[i]))
+                out_offset.append(offset)
+        if not src:
+            return None
+        take = pa.array(src, pa.int64())
+        k = len(src)
+        cols = [pa.array(out_topic, pa.string()), pa.array(out_qid, pa.int32()), pa.array(out_offset, pa.int64()),
+                batch.column("commit_log_offset").take(take), batch.column("store_size").take(take),
+                batch.column("tags_code").take(take), pa.nulls(k, pa.int64()), pa.nulls(k, pa.binary())]
+        self.stats.units += k
+        return np.asarray(src, dtype=np.int64), pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
 
     def _bitmaps(self, batch: pa.RecordBatch, in_queue: np.ndarray) -> pa.Array:
         """CalcBitMap under the rule for the rows that get a unit: binary bitmaps, null elsewhere and where none."""
@@ -183,6 +246,32 @@ class Dispatcher:
         return fixed.cast(pa.binary())
 
 
+def append_positions(asked: np.ndarray) -> np.ndarray:
+    """Where ConsumeQueue.putMessagePositionInfo puts a queue's units, given in dispatch order with the queue
+    offsets they ask for: the first at its offset (a pre-blank fills the file before it), each later one appended
+    right after the last whatever it asks (the broker only logs a gap), except one asking for a nonzero offset
+    below the append position, which is skipped as a repeat (-1). Multi-dispatch offsets skip numbers when a
+    message's LMQ offset was taken but its dispatch list was refused, so its later units shift down."""
+    asked = np.asarray(asked, dtype=np.int64)
+    n = len(asked)
+    if n == 0:
+        return asked.copy()
+    straight = asked[0] + np.arange(n, dtype=np.int64)
+    if (asked[1:] >= straight[1:]).all() and (asked[1:] != 0).all():
+        return straight
+    out = np.empty(n, dtype=np.int64)
+    current = int(asked[0])
+    out[0] = current
+    for i in range(1, n):
+        a = int(asked[i])
+        if a != 0 and a < current + 1:
+            out[i] = -1
+            continue
+        current += 1
+        out[i] = current
+    return out
+
+
 def registry_spec(registry: ConsumerFilterManager) -> dict:
     """The registry as plain data (bloom f and n, every record's fastjson bean) for shipping to other processes."""
     return {"f": registry.bloom_filter.f, "n": registry.bloom_filter.n,
@@ -204,9 +293,46 @@ def registry_from_spec(spec: dict) -> ConsumerFilterManager:
 
 
 def dispatch(batches: Iterable[pa.RecordBatch], dispatcher: Dispatcher) -> pa.Table:
-    """Every unit of a run of batches as one table (convenience for tests and notebooks)."""
-    parts = [dispatcher.units(b) for b in batches]
-    return pa.Table.from_batches(parts, schema=CQ_SCHEMA)
+    """Every unit of a run of batches as one table (convenience for tests and notebooks), multi-dispatch units
+    placed in their queues by `append_positions`."""
+    own, multi = [], []
+    for b in batches:
+        in_queue, store_time, bitmaps = dispatcher.ext_columns(b)
+        units = pa.RecordBatch.from_arrays([b.column("topic"), b.column("queue_id"), b.column("queue_offset"),
+                                            b.column("commit_log_offset"), b.column("store_size"),
+                                            b.column("tags_code"), store_time, bitmaps], schema=CQ_SCHEMA)
+        own.append(units if in_queue.all() else units.filter(pa.array(in_queue)))
+        lmq = dispatcher.lmq_units(b, in_queue)
+        if lmq is not None:
+            multi.append(lmq[1])
+    table = pa.Table.from_batches(own, schema=CQ_SCHEMA)
+    if multi:
+        table = pa.concat_tables([table, place_queues(pa.Table.from_batches(multi, schema=CQ_SCHEMA))])
+    return table
+
+
+def place_queue(units: pa.Table) -> pa.Table:
+    """One queue's units (any order) placed as the broker's consume queue writes them: in dispatch (commit log)
+    order, a record's second unit in the same queue dropped (putMessagePositionInfo's "build repeatedly" check),
+    then `append_positions` (queue_offset rewritten, skipped units dropped)."""
+    q = units.sort_by("commit_log_offset")
+    clo = q.column("commit_log_offset").to_numpy()
+    pos = np.full(len(clo), -1, dtype=np.int64)
+    first = np.ones(len(clo), dtype=bool)
+    first[1:] = clo[1:] != clo[:-1]
+    pos[first] = append_positions(q.column("queue_offset").to_numpy()[first])
+    q = q.set_column(q.schema.get_field_index("queue_offset"), "queue_offset", pa.array(pos, pa.int64()))
+    return q.filter(pa.array(pos >= 0))
+
+
+def place_queues(units: pa.Table) -> pa.Table:
+    """`place_queue` for every (topic, queue_id) of a table of units."""
+    parts = []
+    for key in units.select(["topic", "queue_id"]).group_by(["topic", "queue_id"]).aggregate([]).to_pylist():
+        mask = pc.and_(pc.equal(units.column("topic"), key["topic"]),
+                       pc.equal(units.column("queue_id"), key["queue_id"]))
+        parts.append(place_queue(units.filter(mask)))
+    return pa.concat_tables(parts) if parts else units
 
 
 @dataclass(frozen=True)

@@ -48,13 +48,20 @@ def java_split(text: str, separator: str) -> list[str]:
     return pieces
 
 
-def java_parse_int(text: str) -> int | None:
-    """`Integer.parseInt`: a sign, then BMP Unicode decimal digits, in int range; None where Java throws."""
+def java_parse_int(text: str, bits: int = 32) -> int | None:
+    """`Integer.parseInt` (`Long.parseLong` with bits=64): a sign, then BMP Unicode decimal digits, in range;
+    None where Java throws."""
     digits = text[1:] if text[:1] in "+-" else text
     if not digits or not digits.isdecimal() or any(ord(c) > 0xFFFF for c in digits):
         return None
     value = int(text)
-    return value if -(1 << 31) <= value < (1 << 31) else None
+    return value if -(1 << (bits - 1)) <= value < (1 << (bits - 1)) else None
+
+
+def java_is_blank(text: str) -> bool:
+    """commons-lang `StringUtils.isBlank`: empty, or only `Character.isWhitespace` chars (not the no-break
+    spaces and NEL that Python's isspace also counts)."""
+    return all(c.isspace() and c not in "\x85\u00a0\u2007\u202f" for c in text)
 
 
 REPL = "\ufffd"

@@ -60,6 +60,7 @@ from jobs.decode_tasks import (
     export_queues,
     messages,
     parse_report,
+    placed_queue,
     queue_units,
     spark_ddl,
 )
@@ -377,6 +378,21 @@ def _valid_units(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
     return rows
 
 
+def _placed(spark: SparkSession, units: DataFrame) -> DataFrame:
+    """Units with every queue that holds multi-dispatch units placed as the broker's consume queue writes them
+    (`decode_tasks.placed_queue`); the other queues' units as they are."""
+    from pyspark.sql import functions as F
+
+    keys = [tuple(r) for r in units.where(F.col("multi")).select("topic", "queue_id").distinct().collect()]
+    if not keys:
+        return units
+    key_df = F.broadcast(spark.createDataFrame(keys, "topic string, queue_id int"))
+    rest = units.join(key_df, ["topic", "queue_id"], "left_anti")
+    affected = units.join(key_df, ["topic", "queue_id"], "left_semi")
+    placed = affected.groupBy("topic", "queue_id").applyInArrow(placed_queue, affected.schema)
+    return rest.unionByName(placed)
+
+
 def _partitions(spark: SparkSession, queues: int, units: int, per_part: int) -> int:
     """Partitions for per-queue work: enough for the cores and the unit count, never more than the queues."""
     return max(1, min(max(queues, 1), max(spark.sparkContext.defaultParallelism, -(-units // per_part))))
@@ -502,7 +518,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     tasks = [(f.path, f.base, f.size, s, e, None) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
     ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
-                      int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry))
+                      int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry),
+                      conf.enableMultiDispatch, conf.enableLmq)
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_units(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
@@ -522,6 +539,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
             raise RuntimeError(f"whole-file decode of {', '.join(stuck)} is inconsistent with its own report")
         plans.update(again)
         units = units.unionByName(_valid_units(decoded[-1], again))
+    if ctx.multi_dispatch:
+        units = _placed(spark, units)
     fallback_bases = {p.account.file_base for p in redo}
     file_rows = [dump_file_row(plans[f.base], inputs.store.root, f.base in fallback_bases) for f in files]
     summary.records = sum(r["records"] for r in file_rows)

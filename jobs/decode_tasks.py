@@ -4,7 +4,8 @@ RangeScan. No filter rule lives here: the tasks only hand ranges to filterlib an
 Two kinds of task, so that no decoded body ever has to be cached by Spark:
 
 - `queue_units`: decode (bodies skipped) and dispatch in the same task (`filterlib.dispatch`: the filters of a
-  topic evaluated set-at-a-time over the batch); emits the records' consume-queue units, and as its last row the
+  topic evaluated set-at-a-time over the batch); emits the records' consume-queue units (multi-dispatch LMQ units
+  included), and as its last row the
   split's SplitReport as JSON (every other column null): the driver collects only those.
 - `messages`: decode with bodies and emit every record that starts before the file's valid end (known from the
   reports by then), for the messages table, with why the client cannot decode a body (`body_error`).
@@ -27,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filterlib.cqexport import QueueGap, QueueWriter
-from filterlib.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
+from filterlib.dispatch import CQ_SCHEMA, Dispatcher, place_queue, registry_from_spec
 from filterlib.queuediff import diff_batch, read_dump_queue
 from filterlib.store import fs as sfs
 from filterlib.store.compression import body_errors
@@ -35,7 +36,9 @@ from filterlib.store.scan import SCHEMA, RangeScan, ScanOptions, SplitReport
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, keep_below long"
 UNITS_SCHEMA = pa.schema([pa.field("file_base", pa.int64()), pa.field("position", pa.int64()), *CQ_SCHEMA,
-                          pa.field("report", pa.string())])
+                          pa.field("multi", pa.bool_()), pa.field("report", pa.string())])
+"""A split's units: the record's file and position, the unit, whether it is a multi-dispatch unit (its queue
+offset is the one it asks for, placed later by `placed_queue`), and, on the split's last row only, its report."""
 MESSAGES_SCHEMA = SCHEMA.append(pa.field("body_error", pa.string()))
 """The decoded record, and why the client's decode of its body fails (null where it decodes)."""
 
@@ -63,6 +66,8 @@ class TaskContext:
     ext: bool
     calc_bitmap: bool
     registry: dict
+    multi_dispatch: bool = False
+    lmq: bool = False
 
     def options(self, want_body: bool) -> ScanOptions:
         """The scan options of every task."""
@@ -75,10 +80,11 @@ _dispatchers: dict[str, Dispatcher] = {}
 
 def _dispatcher(ctx: TaskContext) -> Dispatcher:
     """One dispatcher per worker process and context (compiling the filters once, reused across tasks)."""
-    key = json.dumps([ctx.ext, ctx.calc_bitmap, ctx.registry], sort_keys=True)
+    key = json.dumps([ctx.ext, ctx.calc_bitmap, ctx.multi_dispatch, ctx.lmq, ctx.registry], sort_keys=True)
     if key not in _dispatchers:
         _dispatchers.clear()
-        _dispatchers[key] = Dispatcher(registry_from_spec(ctx.registry), ctx.ext, ctx.calc_bitmap)
+        _dispatchers[key] = Dispatcher(registry_from_spec(ctx.registry), ctx.ext, ctx.calc_bitmap,
+                                       ctx.multi_dispatch, ctx.lmq)
     return _dispatchers[key]
 
 
@@ -87,6 +93,12 @@ def _scans(batches: Iterator[pa.RecordBatch], opts: ScanOptions) -> Iterator[tup
         for t in tasks.to_pylist():
             yield t, RangeScan(t["path"], t["range_start"], t["range_end"], opts, file_base=t["file_base"],
                                file_size=t["file_size"])
+
+
+def placed_queue(table: pa.Table) -> pa.Table:
+    """The applyInArrow function over (topic, queue_id) groups holding multi-dispatch units: the queue's units
+    placed where the broker's consume queue puts them (`filterlib.dispatch.place_queue`)."""
+    return place_queue(table)
 
 
 def report_row(report: SplitReport) -> pa.RecordBatch:
@@ -114,9 +126,17 @@ def queue_units(ctx: TaskContext):
                 cols = [pa.array(np.full(n, t["file_base"], dtype=np.int64)), batch.column("position"),
                         batch.column("topic"), batch.column("queue_id"), batch.column("queue_offset"),
                         batch.column("commit_log_offset"), batch.column("store_size"), batch.column("tags_code"),
-                        store_time, bitmaps, pa.nulls(n, pa.string())]
+                        store_time, bitmaps, pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.string())]
                 out = pa.RecordBatch.from_arrays(cols, schema=UNITS_SCHEMA)
                 yield out if in_queue.all() else out.filter(pa.array(in_queue))
+                lmq = dispatcher.lmq_units(batch, in_queue)
+                if lmq is not None:
+                    rows, units = lmq
+                    head = [pa.array(np.full(len(rows), t["file_base"], dtype=np.int64)),
+                            batch.column("position").take(pa.array(rows))]
+                    yield pa.RecordBatch.from_arrays(head + units.columns + [
+                        pa.array(np.ones(len(rows), dtype=bool)), pa.nulls(len(rows), pa.string())],
+                        schema=UNITS_SCHEMA)
             yield report_row(scan.report)
 
     return run

@@ -361,6 +361,43 @@ def client_decode_scenario(seed: int, n_messages: int = 90) -> dict:
     }
 
 
+def lmq_scenario(seed: int, n_messages: int = 80) -> dict:
+    """enableMultiDispatch and enableLmq: messages whose INNER_MULTI_DISPATCH names light message queues
+    (`%LMQ%...`, queue 0, offsets assigned by the broker) and a plain queue name (no offset: no dispatch), with
+    names the dispatch skips (holding "/") and messages of topics it never multi-dispatches (%RETRY%, delayed
+    SCHEDULE_TOPIC_XXXX records, rmq_sys_*). ConsumeQueueExt is on, so the record's own units get ext units and
+    the multi-dispatch units show they never do. 10 units per consume-queue file."""
+    rng = random.Random(seed)
+    lmqs = ["%LMQ%orders/eu", "%LMQ%a", "%LMQ%b", "%LMQ%c"]
+    events: list[dict] = []
+    for i in range(n_messages):
+        topic = rng.choice([TOPIC, TOPIC, TOPIC, "rmq_sys_custom"])
+        m = {"kind": "message", "id": f"m{i}", "topic": topic, "queueId": i % 2, "bornTimestamp": BORN_BASE + i,
+             "bornHost": _host(rng, False), "tags": rng.choice(["TagA", "TagB"]), "body": f"lmq message {i}"}
+        if rng.random() < 0.8:
+            # A plain name gets no offset from the broker ("" in the joined list): last, it makes the lists differ
+            # in length, so the message gets no multi-dispatch unit; first or between, it would make the broker's
+            # dispatch throw on "" for every later record, so the scenario never puts it there.
+            names = rng.sample(lmqs, rng.randint(0, 3)) + (["plainQueue"] if rng.random() < 0.25 else [])
+            names = names or ["%LMQ%a"]
+            m["props"] = {"INNER_MULTI_DISPATCH": ",".join(names), "a": str(i % 5)}
+        r = rng.random()
+        if r < 0.05:
+            m["delayLevel"] = 2
+        elif r < 0.1 and topic == TOPIC:
+            m["retry"] = {"group": "G1", "originalTopic": TOPIC}
+        events.append(m)
+    return {
+        "broker": {"enableConsumeQueueExt": True, "enableCalcFilterBitMap": True, "enablePropertyFilter": True},
+        "store": {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 200,
+                  "mappedFileSizeConsumeQueueExt": 512, "enableMultiDispatch": True, "enableLmq": True},
+        "topics": [{"name": TOPIC, "readQueueNums": 2, "writeQueueNums": 2},
+                   {"name": "rmq_sys_custom", "readQueueNums": 2, "writeQueueNums": 2}],
+        "events": [{"kind": "register", "group": "G1", "topic": TOPIC, "expression": "a > 2", "clientVersion": 1}]
+        + events,
+    }
+
+
 DEMO_BORN_BASE = 1_795_510_800_000    # 2026-11-24T09:00:00Z: the demo's producers' clock (bornTimestamp)
 DEMO_ORDERS = "TradeOrder"
 DEMO_PAYMENTS = "PaymentEvents"

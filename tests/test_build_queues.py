@@ -41,6 +41,7 @@ def broker_conf(path: Path, broker: dict, store: dict) -> str:
     lines = [f"{k}={str(broker[k]).lower()}" for k in keys]
     lines += [f"{k}={store[k]}" for k in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
                                           "mappedFileSizeConsumeQueueExt")]
+    lines += [f"{k}={str(store[k]).lower()}" for k in ("enableMultiDispatch", "enableLmq") if k in store]
     path.write_text("\n".join(lines) + "\n")
     return str(path)
 
@@ -484,6 +485,25 @@ def test_export_and_verify_without_ext(spark, warehouse, tmp_path, tmp_path_fact
     assert len(broker) > 10 and _tree(export) == broker and not (export / "consumequeue_ext").exists()
     assert s.verify.differences == 0 and s.verify.total("dump_units") == s.units > 100
     assert diff_rows(spark, warehouse, "varied2") == []
+
+
+def test_multi_dispatch_units_equal_the_brokers_lmq_queues(spark, warehouse, tmp_path, tmp_path_factory) -> None:
+    """lmq_scenario runs the broker with enableMultiDispatch and enableLmq: every light message queue it wrote
+    (consumequeue/%LMQ%.../0, plain tagsCodes, no ext units) is exported byte for byte beside the topics' own
+    queues, verify finds no difference, and the consume_queue table holds each LMQ unit at its queue offset."""
+    run = _harness_run(scenarios.lmq_scenario(5), tmp_path_factory)
+    export = tmp_path / "export"
+    s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--dump-id", "lmq",
+                "--split-bytes", "3000", "--export-cq", str(export), "--verify")
+    broker = _broker_queue_files(run["store"], ext=True)
+    lmq_files = [k for k in broker if k.startswith("consumequeue/%LMQ%")]
+    assert len(lmq_files) >= 4 and _tree(export) == broker
+    assert not [k for k in broker if k.startswith("consumequeue_ext/%LMQ%")]
+    assert s.verify.differences == 0 and diff_rows(spark, warehouse, "lmq") == []
+    own = sum(r["cq"] is not None for r in run["listing"]["records"])
+    units = read_dump(spark, warehouse, "consume_queue", "lmq").where("topic like '%LMQ%%'").collect()
+    assert s.units == own + len(units) and len(units) > 40
+    assert {u.queue_id for u in units} == {0} and all(u.msg_store_time is None for u in units)
 
 
 def test_queue_writer_streams_the_bytes_encode_queue_makes(tmp_path) -> None:

@@ -16,7 +16,16 @@ import refharness
 import scenarios
 from test_registry import replay_registrations, store_run
 
-from filterlib.dispatch import CQ_SCHEMA, Dispatcher, bit_set, dispatch, enters_queue, explain_bitmap, registry_groups
+from filterlib.dispatch import (
+    CQ_SCHEMA,
+    Dispatcher,
+    append_positions,
+    bit_set,
+    dispatch,
+    enters_queue,
+    explain_bitmap,
+    registry_groups,
+)
 from filterlib.registry import ConsumerFilterManager, compile_filter
 from filterlib.store import consumequeue as cq
 from filterlib.store import consumequeue_ext as ext
@@ -82,6 +91,39 @@ def known_groups(sd: StoreDir, reg: ConsumerFilterManager) -> set[str]:
 def test_enters_queue_is_the_transaction_type_rule() -> None:
     flags = np.array([0, 0x4, 0x8, 0xC, 0x1 | 0x8, 0x2 | 0x4, 0x10, 0x700 | 0xC], dtype=np.int32)
     assert enters_queue(flags).tolist() == [True, False, True, False, True, False, True, False]
+
+
+def test_append_positions_follow_put_message_position_info() -> None:
+    """ConsumeQueue.putMessagePositionInfo: the first unit at the offset it asks for, later ones appended (a gap
+    in the asked offsets only logged), a nonzero offset below the append position skipped, an offset 0 appended."""
+    assert append_positions(np.array([5, 6, 7])).tolist() == [5, 6, 7]
+    assert append_positions(np.array([5, 6, 8, 9])).tolist() == [5, 6, 7, 8]
+    assert append_positions(np.array([3, 2, 4])).tolist() == [3, -1, 4]
+    assert append_positions(np.array([3, 0, 7])).tolist() == [3, 4, 5]
+
+
+def test_multi_dispatch_units_reencode_to_the_brokers_lmq_queues() -> None:
+    """lmq_scenario (enableMultiDispatch, enableLmq): dispatch gives every queue the broker wrote, light message
+    queues included (plain tagsCodes, no ext), and each re-encodes to the broker's files byte for byte."""
+    sc = scenarios.lmq_scenario(5)
+    d = refharness.write_store(sc)
+    run = {"out": d, "report": json.loads((d / "report.json").read_text())}
+    store = str(d / "store")
+    st = run["report"]["store"]
+    sd = StoreDir(store)
+    batches = [b for _, bs, _ in sd.decode_commitlog(ScanOptions(check_crc=True), split_bytes=1500) for b in bs]
+    table = dispatch(batches, Dispatcher(load_registry(store, run["report"]["broker"]), True, True,
+                                         st["enableMultiDispatch"], st["enableLmq"]))
+    queues = by_queue(table)
+    lmq = {k: v for k, v in queues.items() if k[0].startswith("%LMQ%")}
+    assert set(queues) == set(sd.queue_ids()) and len(lmq) >= 3
+    for (topic, qid), rows in lmq.items():
+        assert all(r["msg_store_time"] is None for r in rows) and qid == 0
+        units = [(r["commit_log_offset"], r["size"], r["tags_code"]) for r in rows]
+        files = cq.encode_queue_files(units, st["mappedFileSizeConsumeQueue"],
+                                      first_queue_offset=rows[0]["queue_offset"])
+        qdir = sd.queue_dir(topic, qid)
+        assert files == {n: open(os.path.join(qdir, n), "rb").read() for n in sorted(os.listdir(qdir))}
 
 
 @pytest.mark.parametrize("name", ["tag_ext", "varied1", "varied2", "varied3", "registry"])

@@ -46,6 +46,8 @@ final class StoreBroker {
         storeConfig.setMappedFileSizeConsumeQueueExt(s.getIntValue("mappedFileSizeConsumeQueueExt", 1024));
         storeConfig.setMessageIndexEnable(bool(s, "messageIndexEnable", false));
         storeConfig.setEnableCompaction(bool(s, "enableCompaction", false));
+        storeConfig.setEnableMultiDispatch(bool(s, "enableMultiDispatch", false));
+        storeConfig.setEnableLmq(bool(s, "enableLmq", false));
         storeConfig.setEnableConsumeQueueExt(bool(b, "enableConsumeQueueExt", true));
         storeConfig.setHaListenPort(0);
 
@@ -72,6 +74,8 @@ final class StoreBroker {
         effectiveStore.put("mappedFileSizeConsumeQueueExt", storeConfig.getMappedFileSizeConsumeQueueExt());
         effectiveStore.put("messageIndexEnable", storeConfig.isMessageIndexEnable());
         effectiveStore.put("enableCompaction", storeConfig.isEnableCompaction());
+        effectiveStore.put("enableMultiDispatch", storeConfig.isEnableMultiDispatch());
+        effectiveStore.put("enableLmq", storeConfig.isEnableLmq());
         effectiveStore.put("haListenPort", storeConfig.getHaListenPort());
     }
 
