@@ -352,12 +352,14 @@ def _units(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], descriptio
     return df
 
 
-def _plans(df: DataFrame) -> dict[int, FilePlan]:
+def _plans(df: DataFrame) -> tuple[dict[int, FilePlan], int]:
+    """Each file's plan from its splits' reports, and the records with a compressed body the splits counted."""
     reports = defaultdict(list)
     for row in df.where(df.report.isNotNull()).select("report").collect():
         r = parse_report(row.report)
         reports[r.file_base].append(r)
-    return {base: plan_file(rs) for base, rs in reports.items()}
+    compressed = sum(r.compressed for rs in reports.values() for r in rs)
+    return {base: plan_file(rs) for base, rs in reports.items()}, compressed
 
 
 def _valid_units(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
@@ -523,7 +525,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_units(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
-    plans = _plans(decoded[0])
+    plans, compressed = _plans(decoded[0])
     units = _valid_units(decoded[0], plans)
     redo = [p for p in plans.values() if p.fallback]
     whole: list[tuple] = []
@@ -533,7 +535,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size, None)
                  for p in redo]
         decoded.append(_units(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
-        again = _plans(decoded[-1])
+        again, _ = _plans(decoded[-1])
         stuck = [os.path.basename(p.account.path) for p in again.values() if p.fallback]
         if stuck:  # one range from offset 0 follows the record chain itself: it cannot lose sync
             raise RuntimeError(f"whole-file decode of {', '.join(stuck)} is inconsistent with its own report")
@@ -592,8 +594,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.issues.append(f"the messages pass wrote {written} rows where the first pass counted "
                               f"{summary.records} records (did the store change during the run?)")
     log.info("wrote messages: %d records", written)
-    bad = read_dump(spark, wh, "messages", inputs.dump_id).where(F.col("body_error").isNotNull())
-    summary.undecodable = bad.count()
+    if compressed:  # else no body can fail to decode: no scan
+        bad = read_dump(spark, wh, "messages", inputs.dump_id).where(F.col("body_error").isNotNull())
+        summary.undecodable = bad.count()
     if summary.undecodable:
         summary.undecodable_examples = [r.asDict() for r in bad.select("topic", "commit_log_offset", "body_error")
                                         .orderBy("commit_log_offset").limit(5).collect()]

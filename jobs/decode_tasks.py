@@ -31,6 +31,7 @@ from filterlib.cqexport import QueueGap, QueueWriter
 from filterlib.dispatch import CQ_SCHEMA, Dispatcher, place_queue, registry_from_spec
 from filterlib.queuediff import diff_batch, read_dump_queue
 from filterlib.store import fs as sfs
+from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
 from filterlib.store.scan import SCHEMA, RangeScan, ScanOptions, SplitReport
 
@@ -120,7 +121,10 @@ def queue_units(ctx: TaskContext):
         sfs.install(remote)
         dispatcher = _dispatcher(ctx)
         for t, scan in _scans(batches, ctx.options(want_body=False)):
+            compressed = 0
             for batch in scan:
+                flags = batch.column("sys_flag").to_numpy(zero_copy_only=False)
+                compressed += int(np.count_nonzero(flags & COMPRESSED_FLAG))
                 in_queue, store_time, bitmaps = dispatcher.ext_columns(batch)
                 n = batch.num_rows
                 cols = [pa.array(np.full(n, t["file_base"], dtype=np.int64)), batch.column("position"),
@@ -137,7 +141,7 @@ def queue_units(ctx: TaskContext):
                     yield pa.RecordBatch.from_arrays(head + units.columns + [
                         pa.array(np.ones(len(rows), dtype=bool)), pa.nulls(len(rows), pa.string())],
                         schema=UNITS_SCHEMA)
-            yield report_row(scan.report)
+            yield report_row(dataclasses.replace(scan.report, compressed=compressed))
 
     return run
 

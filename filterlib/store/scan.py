@@ -101,6 +101,8 @@ class SplitReport:
     stop_kind: str | None = None
     stop_reason: int = 0
     last_nonzero: int = -1
+    compressed: int = 0
+    """Records with a compressed body (sysflag bit 0), counted by whoever reads the batches (job 1's dispatch)."""
 
 
 @dataclass
