@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from filterlib.dispatch import CQ_SCHEMA, registry_groups, registry_spec
+from filterlib.dispatch import CQ_SCHEMA, place_queue, registry_groups, registry_spec
 from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
 from filterlib.dumpregistry import RegistryLoad
 from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
@@ -60,7 +60,6 @@ from jobs.decode_tasks import (
     export_queues,
     messages,
     parse_report,
-    placed_queue,
     queue_units,
     spark_ddl,
 )
@@ -382,7 +381,7 @@ def _valid_units(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
 
 def _placed(spark: SparkSession, units: DataFrame) -> DataFrame:
     """Units with every queue that holds multi-dispatch units placed as the broker's consume queue writes them
-    (`decode_tasks.placed_queue`); the other queues' units as they are."""
+    (`filterlib.dispatch.place_queue`, applied to each such queue's units); the other queues' units as they are."""
     from pyspark.sql import functions as F
 
     keys = [tuple(r) for r in units.where(F.col("multi")).select("topic", "queue_id").distinct().collect()]
@@ -391,7 +390,7 @@ def _placed(spark: SparkSession, units: DataFrame) -> DataFrame:
     key_df = F.broadcast(spark.createDataFrame(keys, "topic string, queue_id int"))
     rest = units.join(key_df, ["topic", "queue_id"], "left_anti")
     affected = units.join(key_df, ["topic", "queue_id"], "left_semi")
-    placed = affected.groupBy("topic", "queue_id").applyInArrow(placed_queue, affected.schema)
+    placed = affected.groupBy("topic", "queue_id").applyInArrow(place_queue, affected.schema)
     return rest.unionByName(placed)
 
 

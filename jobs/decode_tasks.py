@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filterlib.cqexport import QueueGap, QueueWriter
-from filterlib.dispatch import CQ_SCHEMA, Dispatcher, place_queue, registry_from_spec
+from filterlib.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
 from filterlib.queuediff import diff_batch, read_dump_queue
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import COMPRESSED_FLAG
@@ -39,7 +39,8 @@ TASK_DDL = "path string, file_base long, file_size long, range_start long, range
 UNITS_SCHEMA = pa.schema([pa.field("file_base", pa.int64()), pa.field("position", pa.int64()), *CQ_SCHEMA,
                           pa.field("multi", pa.bool_()), pa.field("report", pa.string())])
 """A split's units: the record's file and position, the unit, whether it is a multi-dispatch unit (its queue
-offset is the one it asks for, placed later by `placed_queue`), and, on the split's last row only, its report."""
+offset is the one it asks for, placed later by `filterlib.dispatch.place_queue`), and, on the split's last row
+only, its report."""
 MESSAGES_SCHEMA = SCHEMA.append(pa.field("body_error", pa.string()))
 """The decoded record, and why the client's decode of its body fails (null where it decodes)."""
 
@@ -94,12 +95,6 @@ def _scans(batches: Iterator[pa.RecordBatch], opts: ScanOptions) -> Iterator[tup
         for t in tasks.to_pylist():
             yield t, RangeScan(t["path"], t["range_start"], t["range_end"], opts, file_base=t["file_base"],
                                file_size=t["file_size"])
-
-
-def placed_queue(table: pa.Table) -> pa.Table:
-    """The applyInArrow function over (topic, queue_id) groups holding multi-dispatch units: the queue's units
-    placed where the broker's consume queue puts them (`filterlib.dispatch.place_queue`)."""
-    return place_queue(table)
 
 
 def report_row(report: SplitReport) -> pa.RecordBatch:
