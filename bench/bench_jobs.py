@@ -10,7 +10,10 @@ Also: the whole-machine rate against the size-only record hop (one core) over th
 with 10× the messages (the BENCH_JOBS_SMALL_BYTES dump, default a tenth) and with 8× the filters (32 → 256).
 Job 2 (`jobs.simulate_pull.run`, `--queues rebuilt`) on the K=32 small-dump run's warehouse with 64 subscriptions
 (32 TAG, 32 registered SQL92): decisions (scanned units × subscriptions) per core beside bench_pull's
-filterlib-core figure. Each run prints where its time went (the job's own log lines as stage marks; Spark's REST
+filterlib-core figure. The floor: both jobs again on the 4 MiB warm-up dump once the session is warm, the time a run
+costs whatever the dump's size, printed beside each aim turned into a whole-run time for the big dump (records /
+(aim x the broker's per-core rate x cores)): an aim shorter than the floor cannot be met by a faster inner loop.
+Each run prints where its time went (the job's own log lines as stage marks; Spark's REST
 API per stage description) and the CPU the rest of the machine used meanwhile.
 
 Knobs: BENCH_JOBS_BYTES (1G), BENCH_JOBS_SMALL_BYTES (a tenth), BENCH_JOBS_FILTERS ("0,32,256"),
@@ -256,6 +259,15 @@ def main() -> None:
         _job2(spark, marks, warm, warm_wh, "warm",
               _subscriptions(str(CACHE / "jobs-wh" / "warm-subs.json"), 32))
     print(f"warm-up on a 4 MiB dump: {time.perf_counter() - t:.1f} s", flush=True)
+    floor_wh = _scratch("floor")
+    floor1 = _job1(spark, marks, warm, floor_wh, "floor")  # warm now: what a run costs whatever its size
+    floor2 = None
+    if do_pull:
+        floor2 = _job2(spark, marks, warm, floor_wh, "floor",
+                       str(CACHE / "jobs-wh" / "warm-subs.json"))
+    print(f"floor, the same 4 MiB dump again on the warm session: job 1 {floor1['seconds']:.1f} s "
+          f"({floor1['records']:,} records)" + (f", job 2 {floor2['seconds']:.1f} s ({floor2['decisions']:,} "
+                                                 f"decisions)" if floor2 else ""), flush=True)
     if profile:  # cProfile in every Python task from here on: slower figures, but where the Python time goes
         spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
         spark.profile.clear()
@@ -306,6 +318,11 @@ def main() -> None:
         print("aims: job/broker per core >= 2x at K=32, >= 5x at K=256: " + ", ".join(
             f"K={k} {job1[k]['records'] / job1[k]['seconds'] / cores / broker[k]['per_second']:.2f}x"
             for k in ks) + f" (K={k_hi} is the hardest)", flush=True)
+        aim = {32: 2.0, 256: 5.0}
+        print("      each aim as a whole-run time for this dump (records / (aim x broker per core x cores)) against "
+              "the floor, job 1 on 4 MiB: " + ", ".join(
+                  f"K={k} {n_big / (aim[k] * broker[k]['per_second'] * cores):.2f} s" for k in ks if k in aim)
+              + f" vs {floor1['seconds']:.1f} s", flush=True)
 
     if do_pull:
         if pull_store is None:  # job 2 on a dump of its own size: job 1 first (not timed here)
@@ -323,6 +340,9 @@ def main() -> None:
               f"{pull_bytes / 2**20:.0f} MiB dump's rebuilt queues: {r['decisions']:,} decisions, "
               f"{r['delivered']:,} delivered, {r['pulls']:,} pulls in {r['seconds']:.1f} s", flush=True)
         line = f"      {rate / 1e6:.2f} M decisions/s whole machine, {rate / cores / 1e6:.2f} M/core (aim >= 5 M/core)"
+        if floor2:
+            line += (f"   the aim as a whole-run time: {r['decisions'] / (5e6 * cores):.2f} s vs the floor, job 2 on "
+                     f"4 MiB: {floor2['seconds']:.1f} s")
         if core_rate:
             line += f"   bench_pull core {core_rate / 1e6:.2f} M/core   job/core {rate / cores / core_rate:.3f}"
         print(line, flush=True)
