@@ -293,8 +293,8 @@ def registry_from_spec(spec: dict) -> ConsumerFilterManager:
 
 
 def dispatch(batches: Iterable[pa.RecordBatch], dispatcher: Dispatcher) -> pa.Table:
-    """Every unit of a run of batches as one table (convenience for tests and notebooks), multi-dispatch units
-    placed in their queues by `append_positions`."""
+    """Every unit of a run of batches as one table (convenience for tests and notebooks): each queue that holds
+    multi-dispatch units placed whole by `place_queue`, as job 1 places it."""
     own, multi = [], []
     for b in batches:
         in_queue, store_time, bitmaps = dispatcher.ext_columns(b)
@@ -306,16 +306,30 @@ def dispatch(batches: Iterable[pa.RecordBatch], dispatcher: Dispatcher) -> pa.Ta
         if lmq is not None:
             multi.append(lmq[1])
     table = pa.Table.from_batches(own, schema=CQ_SCHEMA)
-    if multi:
-        table = pa.concat_tables([table, place_queues(pa.Table.from_batches(multi, schema=CQ_SCHEMA))])
-    return table
+    if not multi:
+        return table
+    lmq = pa.Table.from_batches(multi, schema=CQ_SCHEMA)
+    shared = pc.is_in(_queue_key(table), value_set=pc.unique(_queue_key(lmq)))
+    n = pc.sum(shared).as_py() or 0
+    mixed = pa.concat_tables([table.filter(shared).append_column("multi", pa.array(np.zeros(n, dtype=bool))),
+                              lmq.append_column("multi", pa.array(np.ones(len(lmq), dtype=bool)))])
+    return pa.concat_tables([table.filter(pc.invert(shared)), place_queues(mixed).drop_columns(["multi"])])
+
+
+def _queue_key(units: pa.Table) -> pa.Array:
+    """topic NUL queue_id per unit: one value naming its queue."""
+    return pc.binary_join_element_wise(units.column("topic"), pc.cast(units.column("queue_id"), pa.string()), "\0")
 
 
 def place_queue(units: pa.Table) -> pa.Table:
     """One queue's units (any order) placed as the broker's consume queue writes them: in dispatch (commit log)
     order, a record's second unit in the same queue dropped (putMessagePositionInfo's "build repeatedly" check),
-    then `append_positions` (queue_offset rewritten, skipped units dropped)."""
-    q = units.sort_by("commit_log_offset")
+    then `append_positions` (queue_offset rewritten, skipped units dropped). A record's own unit is written before
+    its multi-dispatch ones (column `multi`, when present): of two in one queue, the own unit stays."""
+    order = [("commit_log_offset", "ascending")]
+    if "multi" in units.column_names:
+        order.append(("multi", "ascending"))
+    q = units.sort_by(order)
     clo = q.column("commit_log_offset").to_numpy()
     pos = np.full(len(clo), -1, dtype=np.int64)
     first = np.ones(len(clo), dtype=bool)

@@ -24,6 +24,7 @@ from filterlib.dispatch import (
     dispatch,
     enters_queue,
     explain_bitmap,
+    place_queue,
     registry_groups,
 )
 from filterlib.registry import ConsumerFilterManager, compile_filter
@@ -100,6 +101,21 @@ def test_append_positions_follow_put_message_position_info() -> None:
     assert append_positions(np.array([5, 6, 8, 9])).tolist() == [5, 6, 7, 8]
     assert append_positions(np.array([3, 2, 4])).tolist() == [3, -1, 4]
     assert append_positions(np.array([3, 0, 7])).tolist() == [3, 4, 5]
+
+
+def test_a_records_own_unit_stays_when_it_also_dispatches_to_its_own_queue() -> None:
+    """ConsumeQueue.putMessagePositionInfoWrapper writes a record's own unit before its multi-dispatch units, and the
+    second unit of one record in a queue is dropped (the build-repeatedly check): the own unit, with its queue
+    offset and ext unit, stays whatever order the units arrive in."""
+    schema = CQ_SCHEMA.append(pa.field("multi", pa.bool_()))
+    own = {"topic": "%LMQ%a", "queue_id": 0, "queue_offset": 4, "commit_log_offset": 100, "size": 50,
+           "tags_code": 7, "msg_store_time": 123, "filter_bitmap": b"\x01", "multi": False}
+    again = {**own, "queue_offset": 9, "msg_store_time": None, "filter_bitmap": None, "multi": True}
+    later = {**own, "queue_offset": 5, "commit_log_offset": 150}
+    for rows in ([own, again, later], [again, own, later], [later, again, own]):
+        placed = place_queue(pa.Table.from_pylist(rows, schema=schema)).to_pylist()
+        assert [(u["commit_log_offset"], u["queue_offset"], u["msg_store_time"], u["multi"]) for u in placed] == \
+            [(100, 4, 123, False), (150, 5, 123, False)]
 
 
 def test_multi_dispatch_units_reencode_to_the_brokers_lmq_queues() -> None:
