@@ -305,7 +305,7 @@ def large_body_scenario(seed: int) -> dict:
 def client_decode_scenario(seed: int, n_messages: int = 90) -> dict:
     """Compressed bodies the client cannot inflate among good ones: garbage under each codec's flags, truncated
     zlib and zstd frames, type bits that name no codec, and bodies that look broken but inflate (a compressed flag
-    over an empty body, zstd with stray trailing bytes). The client's decodesBatch loses the first such message of
+    over an empty body, with a codec or with type bits that name none; zstd with stray trailing bytes). The client's decodesBatch loses the first such message of
     a pull and every later one of that pull; batch sizes of 8 and 4 put several messages in each pull."""
     from filterlib.store.compression import compress
 
@@ -313,7 +313,7 @@ def client_decode_scenario(seed: int, n_messages: int = 90) -> dict:
     text = b'{"order": 1, "note": "' + b"compressible " * 30 + b'"}'
 
     def bad_body() -> dict:
-        kind = rng.randrange(7)
+        kind = rng.randrange(8)
         garbage = rng.randbytes(rng.randint(5, 40))
         if kind == 0:
             return {"bodyBase64": base64.b64encode(garbage).decode(), "compress": {"type": "zstd", "asIs": True}}
@@ -329,6 +329,8 @@ def client_decode_scenario(seed: int, n_messages: int = 90) -> dict:
             return {"body": "plain text", "compress": {"typeBits": rng.choice([4, 5, 6, 7])}}
         if kind == 5:  # inflates: MessageDecoder never inflates an empty body
             return {"body": "", "compress": {"type": "zstd", "asIs": True}}
+        if kind == 6:  # decodes: nor reads an empty body's type bits, even ones that name no codec
+            return {"body": "", "compress": {"typeBits": rng.choice([4, 5, 6, 7])}}
         stray = compress(text, "ZSTD") + b"\0\0\0"  # inflates: fewer than 5 stray bytes after the frame
         return {"bodyBase64": base64.b64encode(stray).decode(), "compress": {"type": "zstd", "asIs": True}}
 

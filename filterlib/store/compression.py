@@ -189,9 +189,11 @@ def compress(data: bytes, ctype: str, level: int = 5) -> bytes:
 
 def decompress_body(body: bytes, sys_flag: int) -> bytes:
     """The body a consumer sees: inflated when the sysflag says it is compressed, else unchanged (an empty body is
-    never inflated: MessageDecoder reads a body only when its length is positive)."""
+    never inflated, and its type bits never read: MessageDecoder looks at both only when the length is positive)."""
+    if not body:
+        return body
     ctype = compression_type(sys_flag)
-    return body if ctype is None or not body else decompress(body, ctype)
+    return body if ctype is None else decompress(body, ctype)
 
 
 def body_errors(sys_flag: np.ndarray, body: pa.Array) -> pa.Array:
