@@ -47,7 +47,7 @@ from filterlib.simulate import (
 )
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import COMPRESSED_FLAG
-from filterlib.store.compression import decompress_body
+from filterlib.store.compression import body_errors, decompress_body
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
@@ -322,10 +322,37 @@ def _messages(spark: SparkSession, inputs: Inputs) -> DataFrame:
     if not present:
         raise InputError(f"{table_path(inputs.warehouse, 'messages')}: no rows for dump {inputs.dump_id!r}; run "
                          f"python -m jobs.build_queues on it first (or pass its --dump-id)")
-    if "body_error" not in df.columns:
-        raise InputError(f"{table_path(inputs.warehouse, 'messages')}: dump {inputs.dump_id!r} was written by an "
-                         f"older build_queues, without body_error; run python -m jobs.build_queues on it again")
-    return df
+    return _checked_bodies(df)
+
+
+def _compressed():
+    from pyspark.sql import functions as F
+
+    return (F.coalesce(F.col("sys_flag"), F.lit(0)).bitwiseAND(COMPRESSED_FLAG)) != 0
+
+
+def _checked_bodies(df: DataFrame) -> DataFrame:
+    """The messages with body_error worked out here for the compressed ones (null for every other row: only a
+    compressed, non-empty body can fail the client's decode). job 1's column is not trusted: a dump written before
+    it existed reads it back as null once a later dump added it to the table, which would deliver undecodable
+    bodies and fail the decompression of the delivered ones. A dump without compressed messages costs one query
+    on sys_flag, and its bodies are never read here."""
+    from pyspark.sql import functions as F
+
+    rest = [c for c in df.columns if c != "body_error"]
+    if not df.where(_compressed()).limit(1).count():
+        return df.select(*rest, F.lit(None).cast("string").alias("body_error"))
+    errors = (df.where(_compressed()).select("commit_log_offset", "sys_flag", "body")
+              .mapInArrow(_body_errors, "commit_log_offset long, body_error string"))
+    return df.select(*rest).join(errors, "commit_log_offset", "left")
+
+
+def _body_errors(batches):
+    """mapInArrow over compressed messages: why the client's decode of each body fails, null where it decodes."""
+    for b in batches:
+        flags = b.column("sys_flag").fill_null(0).to_numpy(zero_copy_only=False)
+        yield pa.RecordBatch.from_arrays([b.column("commit_log_offset"), body_errors(flags, b.column("body"))],
+                                         names=["commit_log_offset", "body_error"])
 
 
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary) -> DataFrame:
@@ -384,7 +411,7 @@ def _consumer_bodies(messages: DataFrame) -> DataFrame:
         "properties", F.col("body").alias("stored_body"), "store_size", "sys_flag", "flag", "born_timestamp",
         "born_host", "store_timestamp", "store_host", "reconsume_times")
     m = m.withColumn("stored_body_size", F.length("stored_body").cast("int"))
-    compressed = (F.coalesce(F.col("sys_flag"), F.lit(0)).bitwiseAND(COMPRESSED_FLAG)) != 0
+    compressed = _compressed()
     plain = m.where(~compressed).withColumn("body", F.col("stored_body"))
     in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in m.schema) + ", body binary"
     return plain.unionByName(m.where(compressed).mapInArrow(_with_bodies, in_ddl)).drop("stored_body")

@@ -175,6 +175,28 @@ def test_rerun_leaves_identical_tables(spark, replayed) -> None:
     assert after == before
 
 
+def test_a_dump_whose_body_error_reads_back_null_still_equals_the_real_pull(spark, replayed) -> None:
+    """Rows of a dump written before job 1 had body_error read back null once a later dump added the column (the
+    schema merge): job 2 works the errors out itself, so the client_decode dump's messages with body_error nulled
+    still replay equal to the real pull, undecodable bodies included."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import replace_dump
+
+    wh, source = replayed["warehouse"], replayed["client_decode"]
+    old = "client_decode_old"
+    args = [old if a == "client_decode" else a for a in source["args"]]
+    built = [a for a in args if a != "--subscriptions" and not a.endswith("subs.json")]
+    build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(built)))
+    nulled = read_dump(spark, wh, "messages", old).withColumn("body_error", F.lit(None).cast("string"))
+    replace_dump(nulled.localCheckpoint(), wh, "messages", old)
+    assert read_dump(spark, wh, "messages", old).where(F.col("body_error").isNotNull()).count() == 0
+    simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
+    units, _calls, _msgs, problems = compare(spark, wh, old, source["truth"])
+    assert problems == [] and units >= 40
+    assert read_dump(spark, wh, "pull_decisions", old).where(F.col("outcome") == "CLIENT_DECODE_FAILED").count()
+
+
 def test_rebuilt_queues_give_the_same_decisions_when_the_rule_is_exact(spark, replayed) -> None:
     """tag_and_sql_scenario registers its filter before any message, so job 1's rebuilt queues and bitmaps equal
     the broker's: pulling them gives the same decisions and pulls as the dump's own."""
