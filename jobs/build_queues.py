@@ -534,7 +534,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size, None)
                  for p in redo]
         decoded.append(_units(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
-        again, _ = _plans(decoded[-1])
+        again, more = _plans(decoded[-1])
+        compressed += more  # a split that lost sync may have missed every compressed record of its file
         stuck = [os.path.basename(p.account.path) for p in again.values() if p.fallback]
         if stuck:  # one range from offset 0 follows the record chain itself: it cannot lose sync
             raise RuntimeError(f"whole-file decode of {', '.join(stuck)} is inconsistent with its own report")
