@@ -162,7 +162,9 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
                              f"python -m {TABLES[name]} on the dump first") from None
 
     sc.setJobDescription(f"{PROG} {dump_id}: group_stats")
-    groups = _rows(table("group_stats").select(*STATS_FIELDS).orderBy("subscription_index"))
+    stats = table("group_stats")  # a column added since the table was written reads as null (shown as 0)
+    groups = _rows(stats.select(*[c if c in stats.columns else F.lit(None).alias(c) for c in STATS_FIELDS])
+                   .orderBy("subscription_index"))
     if not groups:
         raise InputError(f"{table_path(warehouse, 'group_stats')}: no rows for dump {dump_id!r}; run "
                          f"python -m jobs.simulate_pull on it first (or pass its --dump-id)")

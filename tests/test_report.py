@@ -278,6 +278,22 @@ def test_no_network_at_view_time(page, seen, built) -> None:
 
 # The renderer alone: pure data in, no Spark.
 
+def test_group_stats_from_an_older_release_still_report(spark, built, tmp_path) -> None:
+    """A group_stats table written before a column existed (client_decode_failed) still gives the report, the
+    missing count as 0 and every other figure as from the full table."""
+    import shutil
+
+    wh = tmp_path / "warehouse"
+    shutil.copytree(built["warehouse"], wh, ignore=shutil.ignore_patterns("reports"))
+    old = read_dump(spark, str(wh), "group_stats", DUMP_ID).drop("client_decode_failed").localCheckpoint()
+    old.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(str(wh / "group_stats"))
+    full = report.collect(spark, built["warehouse"], DUMP_ID)["groups"]
+    older = report.collect(spark, str(wh), DUMP_ID)["groups"]
+    assert [g["client_decode_failed"] for g in older] == [None] * len(full)
+    assert [{**g, "client_decode_failed": None} for g in full] == older
+    assert "CLIENT_DECODE_FAILED" in render(report.collect(spark, str(wh), DUMP_ID))
+
+
 def _data(**over) -> dict:
     g = {"consumer_group": "g<1>", "topic": "T", "subscription_index": 0, "subscription_type": "SQL92",
          "expression": "a > '<b>'", "path": "registered", "source": "subscriptions", "answer": "OK",
