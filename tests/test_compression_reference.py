@@ -128,14 +128,16 @@ def test_decompression_equals_the_client_compressors(java_results):
     assert errors_seen > 40 and ok_seen > 40  # the corpus reaches both sides of every codec
 
 
-def test_error_names_the_java_exception(java_results):
-    """Where Java throws, the Python error names the same exception class."""
+def test_error_names_the_java_exception_and_its_message(java_results):
+    """Where Java throws, the Python error is the same exception class with the same message (body_error's
+    "JavaClass: message" text)."""
     for (label, flag, data), r in java_results:
         if "body" in r:
             continue
         with pytest.raises(DecompressError) as e:
             decompress_body(data, flag)
         assert e.value.java_class == r["error"], label
+        assert str(e.value) == f"{r['error']}: {r['message']}", label
 
 
 def test_legacy_zlib_flag_decodes():

@@ -76,8 +76,24 @@ _PREMATURE = "Stream ended prematurely"
 _LZ4_MESSAGES = {"contentChecksum_invalid": "Content checksum mismatch",
                  "blockChecksum_invalid": "Block checksum mismatch",
                  "headerChecksum_invalid": "Stream frame descriptor corrupted",
-                 "frameSize_wrong": "Size check mismatch", "maxBlockSize_invalid": "Block size exceeded max"}
+                 "frameSize_wrong": "Size check mismatch"}
 """lz4-java's words for the checks liblz4 makes too."""
+
+
+def _lz4_oversized(frame: bytes) -> str:
+    """lz4-java's message for a frame (header already checked) whose block size exceeds the BD maximum: the first
+    such block's size (without the incompressible bit) and the maximum, found by walking the block headers."""
+    flg, bd = frame[4], frame[5]
+    limit = 1 << (2 * ((bd >> 4) & 7) + 8)
+    pos = 7 + (8 if flg & 0x08 else 0)
+    while pos + 4 <= len(frame):
+        size = int.from_bytes(frame[pos:pos + 4], "little") & 0x7FFFFFFF
+        if size > limit:
+            return f"Block size {size} exceeded max: {limit}"
+        if size == 0:
+            break
+        pos += 4 + size + (4 if flg & 0x10 else 0)
+    return "Block size exceeded max"
 
 
 def _lz4(data: bytes) -> bytes:
@@ -127,7 +143,8 @@ def _lz4(data: bytes) -> bytes:
             out.append(d.decompress(data[pos:]))
         except RuntimeError as e:
             code = str(e).rpartition("ERROR_")[2]
-            raise DecompressError("IOException", _LZ4_MESSAGES.get(code, str(e))) from None
+            text = _lz4_oversized(data[pos:]) if code == "maxBlockSize_invalid" else _LZ4_MESSAGES.get(code, str(e))
+            raise DecompressError("IOException", text) from None
         if not d.eof:
             raise DecompressError("IOException", _PREMATURE)
         pos = n - len(d.unused_data or b"")
