@@ -305,8 +305,9 @@ def large_body_scenario(seed: int) -> dict:
 def client_decode_scenario(seed: int, n_messages: int = 90) -> dict:
     """Compressed bodies the client cannot inflate among good ones: garbage under each codec's flags, truncated
     zlib and zstd frames, type bits that name no codec, and bodies that look broken but inflate (a compressed flag
-    over an empty body, with a codec or with type bits that name none; zstd with stray trailing bytes). The client's decodesBatch loses the first such message of
-    a pull and every later one of that pull; batch sizes of 8 and 4 put several messages in each pull."""
+    over an empty body, with a codec or with type bits that name none; zstd with stray trailing bytes). The
+    client's decodesBatch loses the first such message of a pull and every later one of that pull; batch sizes of
+    8 and 4 put several messages in each pull."""
     from filterlib.store.compression import compress
 
     rng = random.Random(seed)
