@@ -310,7 +310,8 @@ def _registry(inputs: Inputs, with_file: bool) -> RegistryLoad:
     return dump_registry(inputs.store, inputs.subscriptions if with_file else ())
 
 
-def _messages(spark: SparkSession, inputs: Inputs) -> DataFrame:
+def _messages(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, DataFrame | None]:
+    """The dump's messages (`_checked_bodies`), and the persisted body checks to unpersist at the end (or None)."""
     from pyspark.errors import AnalysisException
 
     try:
@@ -331,20 +332,23 @@ def _compressed():
     return (F.coalesce(F.col("sys_flag"), F.lit(0)).bitwiseAND(COMPRESSED_FLAG)) != 0
 
 
-def _checked_bodies(df: DataFrame) -> DataFrame:
+def _checked_bodies(df: DataFrame) -> tuple[DataFrame, DataFrame | None]:
     """The messages with body_error worked out here for the compressed ones (null for every other row: only a
     compressed, non-empty body can fail the client's decode). job 1's column is not trusted: a dump written before
     it existed reads it back as null once a later dump added it to the table, which would deliver undecodable
     bodies and fail the decompression of the delivered ones. A dump without compressed messages costs one query
-    on sys_flag, and its bodies are never read here."""
+    on sys_flag, and its bodies are never read here; otherwise the checks (a few bytes per compressed message) are
+    persisted, as the replays and the delivered bodies each read them."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     rest = [c for c in df.columns if c != "body_error"]
     if not df.where(_compressed()).limit(1).count():
-        return df.select(*rest, F.lit(None).cast("string").alias("body_error"))
+        return df.select(*rest, F.lit(None).cast("string").alias("body_error")), None
     errors = (df.where(_compressed()).select("commit_log_offset", "sys_flag", "body")
-              .mapInArrow(_body_errors, "commit_log_offset long, body_error string"))
-    return df.select(*rest).join(errors, "commit_log_offset", "left")
+              .mapInArrow(_body_errors, "commit_log_offset long, body_error string")
+              .persist(StorageLevel.MEMORY_AND_DISK))
+    return df.select(*rest).join(errors, "commit_log_offset", "left"), errors
 
 
 def _body_errors(batches):
@@ -522,7 +526,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     conf = inputs.store.conf
     summary = Summary(inputs.dump_id, start=inputs.start)
     summary.notes += inputs.store.issues
-    messages = _messages(spark, inputs)
+    messages, body_checks = _messages(spark, inputs)
     reg = _registry(inputs, with_file=inputs.queues == REBUILT)
     summary.notes += reg.issues
     subs = dump_subscriptions(inputs.subscriptions, reg.registry)
@@ -627,6 +631,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
         all_decisions = replay(UNIT).join(F.broadcast(plans_df), "plan")
         summary.what_if = _what_if(spark, inputs, all_decisions, messages, all_plans, compared, summary)
+    if body_checks is not None:
+        body_checks.unpersist()
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary
