@@ -134,6 +134,15 @@ class Dispatcher:
                     engine)
         return self._topics[topic]
 
+    def units(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.RecordBatch]:
+        """Per row of a decoded batch (filterlib.store.scan SCHEMA): whether it gets a unit, and its unit
+        (CQ_SCHEMA, every row, in the batch's order: keep the rows the mask says)."""
+        in_queue, store_time, bitmaps = self.ext_columns(batch)
+        cols = [batch.column("topic"), batch.column("queue_id"), batch.column("queue_offset"),
+                batch.column("commit_log_offset"), batch.column("store_size"), batch.column("tags_code"),
+                store_time, bitmaps]
+        return in_queue, pa.RecordBatch.from_arrays(cols, schema=CQ_SCHEMA)
+
     def ext_columns(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, pa.Array]:
         """Per row of a decoded batch: (gets a unit, its ext msg store time, its ext bitmap); nulls without ext."""
         n = batch.num_rows
@@ -297,10 +306,7 @@ def dispatch(batches: Iterable[pa.RecordBatch], dispatcher: Dispatcher) -> pa.Ta
     multi-dispatch units placed whole by `place_queue`, as job 1 places it."""
     own, multi = [], []
     for b in batches:
-        in_queue, store_time, bitmaps = dispatcher.ext_columns(b)
-        units = pa.RecordBatch.from_arrays([b.column("topic"), b.column("queue_id"), b.column("queue_offset"),
-                                            b.column("commit_log_offset"), b.column("store_size"),
-                                            b.column("tags_code"), store_time, bitmaps], schema=CQ_SCHEMA)
+        in_queue, units = dispatcher.units(b)
         own.append(units if in_queue.all() else units.filter(pa.array(in_queue)))
         lmq = dispatcher.lmq_units(b, in_queue)
         if lmq is not None:

@@ -120,12 +120,10 @@ def queue_units(ctx: TaskContext):
             for batch in scan:
                 flags = batch.column("sys_flag").to_numpy(zero_copy_only=False)
                 compressed += int(np.count_nonzero(flags & COMPRESSED_FLAG))
-                in_queue, store_time, bitmaps = dispatcher.ext_columns(batch)
+                in_queue, units = dispatcher.units(batch)
                 n = batch.num_rows
                 cols = [pa.array(np.full(n, t["file_base"], dtype=np.int64)), batch.column("position"),
-                        batch.column("topic"), batch.column("queue_id"), batch.column("queue_offset"),
-                        batch.column("commit_log_offset"), batch.column("store_size"), batch.column("tags_code"),
-                        store_time, bitmaps, pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.string())]
+                        *units.columns, pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.string())]
                 out = pa.RecordBatch.from_arrays(cols, schema=UNITS_SCHEMA)
                 yield out if in_queue.all() else out.filter(pa.array(in_queue))
                 lmq = dispatcher.lmq_units(batch, in_queue)
