@@ -1,5 +1,11 @@
-"""The SQL92 filter registry job 1 dispatches with: the dump's consumerFilter.json as the broker loads it, plus the
-registered SQL92 subscriptions it lacks (bornTime 0), and one row per registration for the consumer_filters table.
+"""The SQL92 filter registry job 1 dispatches with (and job 2 replays rebuilt queues with): the dump's
+consumerFilter.json as the broker loads it, and one row per registration for the consumer_filters table.
+
+The subscriptions file's registered SQL92 subscriptions count as registered (bornTime 0) only when the dump holds no
+readable registry (consumerFilter.json or its .bak). When it holds one, a filter it does not hold never reached the
+broker (heartbeat-only, or its filter data never arrived) or was removed before the dump (unregister and `clean`):
+CalcBitMap set no bit of it that the rule could place, so it contributes none, and `--verify` explains the bits the
+broker set for removed filters (`dispatch.explain_bitmap`).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from filterlib.javalang import java_utf8_decode
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.store import fastjson
 from filterlib.store import fs as sfs
-from filterlib.subscriptions import Subscription, register_missing
+from filterlib.subscriptions import REGISTERED, Subscription, register_missing
 
 DUMP = "consumerFilter.json"
 SUBSCRIPTIONS = "subscriptions"
@@ -20,12 +26,30 @@ SUBSCRIPTIONS = "subscriptions"
 
 @dataclass
 class RegistryLoad:
-    """The registry, the consumer_filters rows, the subscriptions registered from the file, and any issues."""
+    """The registry, the consumer_filters rows, the subscriptions registered from the file (and those the rule left
+    out), the dump's registry file read (None: the dump has none), and any issues."""
 
     registry: ConsumerFilterManager
     rows: list[dict] = field(default_factory=list)
     added: list[Subscription] = field(default_factory=list)
+    left_out: list[Subscription] = field(default_factory=list)
+    dump_registry: str | None = None
     issues: list[str] = field(default_factory=list)
+
+    def rule_line(self) -> str:
+        """Which filters count, in one sentence (job 1's summary)."""
+        if self.dump_registry is not None:
+            out = (f"SQL92 filters for the bitmaps: the dump's registry ({self.dump_registry}); a filter it does not "
+                   f"hold sets no bits")
+            if self.left_out:
+                out += (" (not held, from the subscriptions file: "
+                        + ", ".join(f"({s.group}, {s.topic})" for s in self.left_out) + ")")
+            return out
+        out = "SQL92 filters for the bitmaps: the dump has no readable consumerFilter.json, so the subscriptions file's"
+        if not self.added:
+            return out + " registered SQL92 subscriptions count as registered (none)"
+        return (out + " registered SQL92 subscriptions count as registered with bornTime 0 (live for every message): "
+                + ", ".join(f"({s.group}, {s.topic})" for s in self.added))
 
     @property
     def failed(self) -> list[dict]:
@@ -57,7 +81,8 @@ def _row(d: ConsumerFilterData, source: str, registered: bool, file_dead_time: i
 
 def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int,
                   subscriptions: Sequence[Subscription] = ()) -> RegistryLoad:
-    """Load the dump's registry under the broker's bloom settings, add the missing registered SQL92 subscriptions.
+    """Load the dump's registry under the broker's bloom settings; without one, register the file's registered SQL92
+    subscriptions (bornTime 0); with one, list those it does not hold as left out.
 
     As the broker's load: a file whose bloom data does not fit (another f or n) leaves the registry empty (the
     issue says so); records that do not compile stay, uncompiled. Rows carry the file's own deadTime (the load
@@ -73,7 +98,9 @@ def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int
                 for group, obj in ((topic_obj or {}).get("groupFilterData") or {}).items():
                     if obj is not None:
                         file_dead[(obj.get("topic"), group)] = int(obj.get("deadTime") or 0)
-            if not out.registry.decode(text):
+            fits = out.registry.decode(text)
+            out.dump_registry = path
+            if not fits:
                 out.issues.append(f"{path}: its bloom data does not fit maxErrorRateOfBloomFilter={max_error_rate}, "
                                   f"expectConsumerNumUseFilter={expect_consumer_num}; the broker would load no "
                                   f"filter, and neither does the rebuild")
@@ -81,7 +108,11 @@ def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int
             out.issues.append(f"{path}: unreadable ({e}); the broker would start with no filters")
     for d in out.registry.records():
         out.rows.append(_row(d, DUMP, True, file_dead.get((d.topic, d.consumer_group))))
-    out.added = register_missing(out.registry, subscriptions)
+    if out.dump_registry is not None:
+        out.left_out = [s for s in subscriptions if s.path == REGISTERED and not s.is_tag
+                        and out.registry.get(s.topic, s.group) is None]
+    else:
+        out.added = register_missing(out.registry, subscriptions)
     for s in out.added:
         out.rows.append(_row(out.registry.get(s.topic, s.group), SUBSCRIPTIONS, True))
     for d in out.registry.compile_failures.values():

@@ -189,7 +189,7 @@ class Summary:
     fallbacks: list[str] = field(default_factory=list)
     filters: int = 0
     failed_filters: list[dict] = field(default_factory=list)
-    added_filters: list[str] = field(default_factory=list)
+    filter_rule: str = ""
     issues: list[str] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -221,9 +221,8 @@ class Summary:
                        f"and the rest of that pull: CLIENT_DECODE_FAILED in job 2)")
             out += [f"  {e['topic']} at commit log offset {e['commit_log_offset']}: {e['body_error']}"
                     for e in self.undecodable_examples]
-        if self.added_filters:
-            out.append(f"registered from the subscriptions file with bornTime 0 (live for every message): "
-                       f"{', '.join(self.added_filters)}")
+        if self.filter_rule and self.calc_bitmap:
+            out.append(self.filter_rule)
         if self.export is not None:
             out += self.export.lines()
         if self.verify is not None:
@@ -257,8 +256,9 @@ def parser() -> argparse.ArgumentParser:
                         "messageDelayLevel, checkCRCOnRecover, storePathCommitLog... "
                         "(default: RocketMQ 5.3.3's defaults, where ext and bitmaps are off)")
     p.add_argument("--subscriptions", metavar="FILE",
-                   help="JSON list of subscriptions (design.md, 'Subscriptions file'); registered SQL92 ones "
-                        "missing from the dump's consumerFilter.json are added with bornTime 0")
+                   help="JSON list of subscriptions (design.md, 'Subscriptions file'); only when the dump has no "
+                        "config/consumerFilter.json do its registered SQL92 ones count as registered (bornTime 0) "
+                        "for the bitmaps: a filter the dump's registry does not hold never set a bit")
     p.add_argument("--split-bytes", type=int, metavar="N",
                    help="target bytes per Spark task (default from the defaults file: 256 MiB; files smaller "
                         "than that are one task each)")
@@ -511,7 +511,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary.issues += reg.issues
     summary.filters = len(reg.rows)
     summary.failed_filters = reg.failed
-    summary.added_filters = [f"({s.group}, {s.topic})" for s in reg.added]
+    summary.filter_rule = reg.rule_line()
     log.info("registry: %d SQL92 registrations (%d from the subscriptions file), %d did not compile",
              len(reg.rows), len(reg.added), len(reg.failed))
 

@@ -210,8 +210,8 @@ def dump_id_of(given: str | None, store: str) -> str:
 
 
 def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = ()) -> RegistryLoad:
-    """The dump's consumerFilter.json under the broker's bloom settings, plus the registered SQL92 subscriptions it
-    lacks; InputError when the bloom settings themselves are invalid."""
+    """The dump's consumerFilter.json under the broker's bloom settings (without one, the registered SQL92
+    subscriptions given, with bornTime 0); InputError when the bloom settings themselves are invalid."""
     conf = store.conf
     try:
         return load_registry(store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,

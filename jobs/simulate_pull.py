@@ -306,8 +306,10 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
                    subscriptions_path=subs_path)
 
 
-def _registry(inputs: Inputs, with_file: bool) -> RegistryLoad:
-    return dump_registry(inputs.store, inputs.subscriptions if with_file else ())
+def _registry(inputs: Inputs, as_job1: bool) -> RegistryLoad:
+    """The dump's registry; `as_job1`: the one job 1 built the rebuilt bitmaps with (the file's registered SQL92
+    subscriptions taken when the dump has no registry)."""
+    return dump_registry(inputs.store, inputs.subscriptions if as_job1 else ())
 
 
 def _messages(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, DataFrame | None]:
@@ -527,7 +529,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary = Summary(inputs.dump_id, start=inputs.start)
     summary.notes += inputs.store.issues
     messages, body_checks = _messages(spark, inputs)
-    reg = _registry(inputs, with_file=inputs.queues == REBUILT)
+    reg = _registry(inputs, as_job1=inputs.queues == REBUILT)
     summary.notes += reg.issues
     subs = dump_subscriptions(inputs.subscriptions, reg.registry)
     twice = sorted({f"({s.group}, {s.topic})" for s, _ in subs
@@ -556,7 +558,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     topics = {p.topic for p in ok}
     units = _queue_units(spark, inputs, topics, summary)
     if inputs.queues == DUMP and summary.queues_source == REBUILT:
-        reg = _registry(inputs, with_file=True)
+        reg = _registry(inputs, as_job1=True)
     spec = registry_spec(reg.registry)
     starts = _starts(inputs, all_plans, summary)
     plan_json = tuple(p.to_json() for p in all_plans)

@@ -270,6 +270,56 @@ def heartbeat_clean_scenario(seed: int, n_messages: int = 60) -> dict:
     }
 
 
+UNREGISTERED_TOPIC = "TopicPlain"
+
+
+def unregistered_filters_scenario(seed: int, n_messages: int = 90) -> dict:
+    """SQL92 subscriptions the subscriptions file names but the dump's final registry does not hold. G_REG is
+    registered before every message (the rule is exact for it); G_CLEAN is registered after the first third of the
+    messages (ids `pre*`), unregistered and removed by `clean()` after the second (`mid*`), so only the `mid*`
+    messages carry its bits; G_NEVER (on TOPIC) and G_PLAIN (on UNREGISTERED_TOPIC, a topic without any filter
+    data, where the broker writes no bitmap) never reach the broker. The file names all four."""
+    rng = random.Random(seed)
+    k = n_messages // 3
+    events: list[dict] = [{"kind": "register", "group": "G_REG", "topic": TOPIC, "type": "SQL92",
+                           "expression": "a is not null and a between 0 and 3", "clientVersion": 1}]
+
+    def msgs(prefix: str, start: int) -> list[dict]:
+        out = []
+        for i in range(start, start + k):
+            m = _message(rng, i, UNREGISTERED_TOPIC if rng.random() < 0.25 else TOPIC, 2)
+            m["id"] = f"{prefix}{i}"
+            m.pop("compress", None)
+            out.append(m)
+        return out
+
+    events += msgs("pre", 0)
+    events.append({"kind": "register", "group": "G_CLEAN", "topic": TOPIC, "type": "SQL92",
+                   "expression": "b = 'x' or b = 'true' or a = '1'", "clientVersion": 1})
+    events += msgs("mid", k)
+    events += [{"kind": "unregister", "group": "G_CLEAN"}, {"kind": "sleep", "ms": 20},
+               {"kind": "clean", "spanMs": 0}]
+    events += msgs("post", 2 * k)
+
+    def sub(group: str, topic: str, expression: str) -> dict:
+        return {"group": group, "topic": topic, "type": "SQL92", "expression": expression, "subVersion": 1}
+
+    subscriptions = [sub("G_REG", TOPIC, "a is not null and a between 0 and 3"),
+                     sub("G_CLEAN", TOPIC, "b = 'x' or b = 'true' or a = '1'"),
+                     sub("G_NEVER", TOPIC, "a > 1"),
+                     sub("G_PLAIN", UNREGISTERED_TOPIC, "a > 0"),
+                     {"group": "G_TAG", "topic": UNREGISTERED_TOPIC, "expression": TAG_EXPR}]
+    return {
+        "broker": {"enableConsumeQueueExt": True, "enableCalcFilterBitMap": True, "enablePropertyFilter": True,
+                   "expectConsumerNumUseFilter": 32, "maxErrorRateOfBloomFilter": 20},
+        "store": {"mappedFileSizeCommitLog": 8192},
+        "topics": [{"name": t, "readQueueNums": 2, "writeQueueNums": 2} for t in (TOPIC, UNREGISTERED_TOPIC)],
+        "groups": sorted({s["group"] for s in subscriptions}),
+        "events": events,
+        "subscriptions": subscriptions,
+    }
+
+
 def large_body_scenario(seed: int) -> dict:
     """Bodies from 64 KiB to 3 MiB (under the broker's 4 MiB maxMessageSize), compressed by every client codec at
     several levels, so zlib and zstd write many internal blocks (LZ4 still one block of its 4 MiB frame blocks);

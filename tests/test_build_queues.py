@@ -23,6 +23,7 @@ import refharness
 import scenarios
 
 from filterlib.cqexport import encode_queue
+from filterlib.dispatch import bit_set
 from filterlib.store import commitlog as cl
 from filterlib.store import consumequeue_ext as ext_mod
 from filterlib.store.properties import encode_properties
@@ -470,6 +471,92 @@ def test_verify_explains_registrations_changed_mid_stream(spark, warehouse, tmp_
         assert any(f"({g}, {t})" in d["reason"] for g, t in held), (d["reason"], held)
     assert s.verify.total("explained") == len(diffs) and s.verify.total("differs") == len(diffs)
     assert f"{len(diffs)} bitmap differences explained by the rule, 0 unexplained" in "\n".join(s.lines())
+
+
+def _subscriptions_file(path: Path, subs: list[dict]) -> str:
+    keys = {"group": "group", "topic": "topic", "type": "type", "expression": "expression", "path": "path",
+            "subVersion": "sub_version", "batchSize": "batch_size"}
+    path.write_text(json.dumps([{keys[k]: v for k, v in s.items()} for s in subs]))
+    return str(path)
+
+
+def test_filters_the_dump_registry_does_not_hold_set_no_bits(spark, warehouse, tmp_path_factory) -> None:
+    """unregistered_filters_scenario: the subscriptions file names G_NEVER and G_PLAIN (never registered) and
+    G_CLEAN (registered for the `mid*` messages, then unregistered and cleaned). With the dump's registry, job 1's
+    bitmaps hold no bit of them: every unit's rebuilt bitmap equals the real broker's outside the `mid*` messages
+    (a null one on the topic without filter data), and on `mid*` it lacks only bits --verify explains by the
+    removed (G_CLEAN, topic), with none unexplained. The summary names the rule and the filters left out."""
+    sc = scenarios.unregistered_filters_scenario(1)
+    run = _harness_run(sc, tmp_path_factory)
+    assert [(f["group"], f["topic"]) for f in run["report"]["filters"]] == [("G_REG", scenarios.TOPIC)]
+    subs = _subscriptions_file(tmp_path_factory.mktemp("subs") / "subs.json", sc["subscriptions"])
+    s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--subscriptions", subs,
+                "--dump-id", "unreg", "--verify")
+    truth = {(r["topic"], r["queueId"], r["queueOffset"]): r for r in run["listing"]["records"] if r["cq"]}
+    rebuilt = {(u["topic"], u["queue_id"], u["queue_offset"]): u["filter_bitmap"]
+               for u in rows(spark, warehouse, "consume_queue", "unreg", ["topic"])}
+    assert set(rebuilt) == set(truth)
+    clean_bits = {p for r in run["report"]["registrations"] if r.get("group") == "G_CLEAN" and r.get("bloom")
+                  for p in r["bloom"]["bitPos"]}
+    differing = set()
+    for k, r in truth.items():
+        hexmap = r["cq"]["ext"]["bitmapHex"]
+        broker = None if hexmap is None else bytes.fromhex(hexmap)
+        if k[0] == scenarios.UNREGISTERED_TOPIC:
+            assert broker is None and rebuilt[k] is None, k
+        elif not r["scenarioId"].startswith("mid"):
+            assert rebuilt[k] == broker, k
+        else:
+            assert broker is not None and rebuilt[k] is not None
+            mine, theirs = bit_set(rebuilt[k]), bit_set(broker)
+            assert mine <= theirs and theirs - mine <= clean_bits, k
+            if mine != theirs:
+                differing.add(k)
+    diffs = diff_rows(spark, warehouse, "unreg")
+    assert {(d["topic"], d["queue_id"], d["queue_offset"]) for d in diffs} == differing and len(differing) >= 5
+    for d in diffs:
+        assert (d["kind"], d["explained"]) == ("differs", True) and f"(G_CLEAN, {scenarios.TOPIC})" in d["reason"]
+    assert s.verify.total("explained") == len(diffs)
+    text = "\n".join(s.lines())
+    assert "the dump's registry" in text and "(G_NEVER, TopicTest)" in text and "(G_PLAIN, TopicPlain)" in text
+    assert f"{len(diffs)} bitmap differences explained by the rule, 0 unexplained" in text
+
+
+def test_a_dump_without_a_registry_takes_the_files_sql92_subscriptions(spark, warehouse, tmp_path,
+                                                                       tmp_path_factory) -> None:
+    """The same dump without config/consumerFilter.json: the file's registered SQL92 subscriptions count as
+    registered with bornTime 0, so every unit of their topics gets a bitmap, whose bits are exactly those of
+    the subscriptions whose selector (the real broker's evaluation, from the harness's eval mode) is TRUE on the
+    message; the summary says this rule ran."""
+    sc = scenarios.unregistered_filters_scenario(1)
+    run = _harness_run(sc, tmp_path_factory)
+    store = tmp_path / "store"
+    shutil.copytree(run["store"], store)
+    for name in ("consumerFilter.json", "consumerFilter.json.bak"):
+        (store / "config" / name).unlink(missing_ok=True)
+    subs = _subscriptions_file(tmp_path / "subs.json", sc["subscriptions"])
+    s = run_job(spark, str(store), warehouse, "--broker-conf", run["conf"], "--subscriptions", subs,
+                "--dump-id", "noreg")
+    assert "no readable consumerFilter.json" in "\n".join(s.lines())
+    assert "(G_NEVER, TopicTest)" in "\n".join(s.lines())
+    filters = rows(spark, warehouse, "consumer_filters", "noreg", ["topic", "consumer_group"])
+    assert {(f["consumer_group"], f["topic"], f["born_time"]) for f in filters} == {
+        (s_["group"], s_["topic"], 0) for s_ in sc["subscriptions"] if s_.get("type") == "SQL92"}
+    bits = {(f["consumer_group"], f["topic"]): set(f["bloom_bit_pos"]) for f in filters}
+    records = [r for r in run["listing"]["records"] if r["cq"]]
+    exprs = [(s_["group"], s_["topic"], s_["expression"]) for s_ in sc["subscriptions"] if s_.get("type") == "SQL92"]
+    results = refharness.eval_cases([{"kind": "sql", "expr": e, "props": [r["properties"] or {} for r in records]}
+                                     for _, _, e in exprs])
+    want: dict[tuple, set] = {(r["topic"], r["queueId"], r["queueOffset"]): set() for r in records}
+    for (g, t, _), res in zip(exprs, results, strict=True):
+        for r, ev in zip(records, res["evals"], strict=True):
+            if r["topic"] == t and ev["match"]:
+                want[(r["topic"], r["queueId"], r["queueOffset"])] |= bits[(g, t)]
+    rebuilt = {(u["topic"], u["queue_id"], u["queue_offset"]): u["filter_bitmap"]
+               for u in rows(spark, warehouse, "consume_queue", "noreg", ["topic"])}
+    assert set(rebuilt) == set(want)
+    for k, b in rebuilt.items():
+        assert b is not None and bit_set(b) == want[k], k
 
 
 def test_export_and_verify_without_ext(spark, warehouse, tmp_path, tmp_path_factory) -> None:

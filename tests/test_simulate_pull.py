@@ -32,6 +32,7 @@ SCENARIOS = {
     "answers_on": lambda: scenarios.pull_answers_scenario(11, True),
     "answers_off": lambda: scenarios.pull_answers_scenario(11, False),
     "client_decode": lambda: scenarios.client_decode_scenario(3),
+    "unregistered": lambda: scenarios.unregistered_filters_scenario(1),
     "demo": None,
 }
 DEMO = ROOT / "demo"
@@ -209,6 +210,23 @@ def test_rebuilt_queues_give_the_same_decisions_when_the_rule_is_exact(spark, re
     assert [(d["outcome"], d["bloom_false_positive"], d["pull_index"]) for d in after] == \
         [(d["outcome"], d["bloom_false_positive"], d["pull_index"]) for d in before]
     assert any(d["bloom_tested"] for d in after)
+
+
+def test_rebuilt_queues_follow_the_dumps_registry_not_the_file(spark, replayed) -> None:
+    """unregistered_filters_scenario's file names SQL92 subscriptions the dump's registry lacks (never registered,
+    or removed by clean). With --queues rebuilt job 2 uses the registry job 1 built the bitmaps with, so those are
+    FILTER_DATA_NOT_EXIST as on the real broker, and every decision equals the real pull over the broker's own
+    queues (G_REG's bit positions are disjoint from the removed G_CLEAN's, so its bloom verdicts agree)."""
+    wh, name = replayed["warehouse"], "unregistered"
+    regs = replayed[name]["truth"]["subscriptions"]
+    assert {s["group"]: s["answer"] for s in regs if s["group"] != "G_TAG"} == {
+        "G_REG": "OK", "G_CLEAN": "FILTER_DATA_NOT_EXIST", "G_NEVER": "FILTER_DATA_NOT_EXIST",
+        "G_PLAIN": "FILTER_DATA_NOT_EXIST"}
+    args = replayed[name]["args"] + ["--queues", "rebuilt"]
+    s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
+    assert s.queues_source == "rebuilt"
+    units, _calls, _msgs, problems = compare(spark, wh, name, replayed[name]["truth"])
+    assert problems == [] and units >= 40
 
 
 def test_committed_offsets_start_the_pulls_there(spark, replayed) -> None:
