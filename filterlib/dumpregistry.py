@@ -11,9 +11,10 @@ broker set for removed filters (`dispatch.explain_bitmap`).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from filterlib.brokerversion import RegistryRules
 from filterlib.javalang import java_utf8_decode
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.store import fastjson
@@ -80,7 +81,8 @@ def _row(d: ConsumerFilterData, source: str, registered: bool, file_dead_time: i
 
 
 def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int,
-                  subscriptions: Sequence[Subscription] = ()) -> RegistryLoad:
+                  subscriptions: Sequence[Subscription] = (), rules: RegistryRules | None = None,
+                  topic_exists: Callable[[str], bool] | None = None, calc_bitmap: bool = True) -> RegistryLoad:
     """Load the dump's registry under the broker's bloom settings; without one, register the file's registered SQL92
     subscriptions (bornTime 0); with one, list those it does not hold as left out.
 
@@ -88,7 +90,8 @@ def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int
     issue says so); records that do not compile stay, uncompiled. Rows carry the file's own deadTime (the load
     marks every live record dead; dead records still filter).
     """
-    out = RegistryLoad(ConsumerFilterManager(max_error_rate, expect_consumer_num))
+    out = RegistryLoad(ConsumerFilterManager(max_error_rate, expect_consumer_num, rules=rules,
+                                             topic_exists=topic_exists, calc_bitmap=calc_bitmap))
     text, path = _read_dump_text(os.path.join(store_root, "config"))
     file_dead: dict[tuple[str, str], int] = {}
     if text is not None:

@@ -1,4 +1,5 @@
-"""The broker's ConsumerFilterManager: SQL92 registrations, their life cycle and config/consumerFilter.json."""
+"""The broker's ConsumerFilterManager: SQL92 registrations, their life cycle and config/consumerFilter.json, as one
+release keeps them (`filterlib.brokerversion.registry_rules`: 5.3.3's, or 5.5.1's rewrite)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from filterlib.bloom import BloomFilter, BloomFilterData
+from filterlib.brokerversion import RegistryRules, registry_rules
 from filterlib.errors import FilterError
 from filterlib.javalang import java_utf8_decode, java_utf8_encode
 from filterlib.store import fastjson
@@ -106,17 +108,28 @@ class TopicFilters:
 
 
 class ConsumerFilterManager:
-    """The broker's registry of SQL92 filters keyed by topic then group, with the Bloom filter it sizes."""
+    """The broker's registry of SQL92 filters keyed by topic then group, with the Bloom filter it sizes.
+
+    `filter_data_by_topic` is what CalcBitMap reads and `persist()` writes. Under 5.5.1's rules the per-group view
+    that `get`, heartbeats, `unregister` and `clean` use can lack a record that map still holds (`_stale`: the old
+    record a failed expression change leaves behind); `topic_exists` (5.5.1: the broker's topic table, None for
+    every topic) and `calc_bitmap` (enableCalcFilterBitMap) matter only under those rules.
+    """
 
     def __init__(self, max_error_rate: int = 20, expect_consumer_num: int = 32,
                  clean_time_span: int = MS_24_HOUR, clock: Callable[[], int] = now_ms,
-                 compiler: Compiler = compile_filter):
+                 compiler: Compiler = compile_filter, rules: RegistryRules | None = None,
+                 topic_exists: Callable[[str], bool] | None = None, calc_bitmap: bool = True):
         self.bloom_filter = BloomFilter.create_by_fn(max_error_rate, expect_consumer_num)
         self.clean_time_span = clean_time_span
         self.clock = clock
         self.compiler = compiler
+        self.rules = rules or registry_rules()
+        self.topic_exists = topic_exists
+        self.calc_filter_bitmap = calc_bitmap
         self.filter_data_by_topic: dict[str, TopicFilters] = {}
         self.compile_failures: dict[tuple[str, str], ConsumerFilterData] = {}
+        self._stale: set[tuple[str | None, str]] = set()
 
     def _now(self, now: int | None) -> int:
         """The given time, else the clock."""
@@ -137,13 +150,20 @@ class ConsumerFilterManager:
 
     def register(self, topic: str, group: str, expression: str | None, expression_type: str | None,
                  client_version: int, now: int | None = None) -> bool:
-        """`register(topic, group, expr, type, version)`: the broker's version and change rules; True if taken."""
+        """`register(topic, group, expr, type, version)`: the release's version and change rules; True if taken."""
         if is_tag_type(expression_type) or not expression:
             return False
+        rules = self.rules
+        if rules.requires_topic_config and self.topic_exists is not None and not self.topic_exists(topic):
+            return False
         now = self._now(now)
-        topic_filters = self.filter_data_by_topic.setdefault(topic, TopicFilters(topic))
-        bloom_data = self.bloom_filter.generate(bloom_key(group, topic))
-        old = topic_filters.groups.get(group)
+        if rules.requires_topic_config:  # 5.5.1 adds the topic's map only once a record is taken
+            topic_filters = self.filter_data_by_topic.get(topic) or TopicFilters(topic)
+        else:
+            topic_filters = self.filter_data_by_topic.setdefault(topic, TopicFilters(topic))
+        bloom_data = (None if rules.bloom_only_with_calc_bitmap and not self.calc_filter_bitmap
+                      else self.bloom_filter.generate(bloom_key(group, topic)))
+        old = self.get(topic, group)
         if old is None:
             return self._put_new(topic_filters, group, expression, expression_type, bloom_data, client_version, now)
         if client_version <= old.client_version:
@@ -155,7 +175,10 @@ class ConsumerFilterManager:
                    or old.bloom_filter_data != bloom_data)
         if changed:
             if not self._put_new(topic_filters, group, expression, expression_type, bloom_data, client_version, now):
-                topic_filters.groups.pop(group, None)
+                if rules.failed_change_keeps_stale_record:
+                    self._stale.add((topic, group))
+                else:
+                    topic_filters.groups.pop(group, None)
                 return False
             return True
         old.client_version = client_version
@@ -164,7 +187,7 @@ class ConsumerFilterManager:
         return True
 
     def _put_new(self, topic_filters: TopicFilters, group: str, expression: str, expression_type: str,
-                 bloom_data: BloomFilterData, client_version: int, now: int) -> bool:
+                 bloom_data: BloomFilterData | None, client_version: int, now: int) -> bool:
         """Build and store a record; a compile failure is kept aside in `compile_failures`, not registered."""
         data = self.build(topic_filters.topic, group, expression, expression_type, client_version, now)
         key = (topic_filters.topic, group)
@@ -175,6 +198,8 @@ class ConsumerFilterManager:
             return False
         data.bloom_filter_data = bloom_data
         topic_filters.groups[group] = data
+        self.filter_data_by_topic.setdefault(topic_filters.topic, topic_filters)
+        self._stale.discard(key)
         self.compile_failures.pop(key, None)
         return True
 
@@ -186,6 +211,11 @@ class ConsumerFilterManager:
         for topic, expression, expression_type, version in subscriptions:
             self.register(topic, group, expression, expression_type, version, now)
         topics = {s[0] for s in subscriptions}
+        if self.rules.heartbeat_refreshes_dead_time:  # 5.5.1: the group's own records, dead ones die again now
+            for data in self._group_view(group):
+                if data.topic not in topics:
+                    data.dead_time = now
+            return
         for data in self.get_by_group(group):
             if data.topic not in topics and not data.is_dead():
                 data.dead_time = now
@@ -193,15 +223,22 @@ class ConsumerFilterManager:
     def unregister(self, group: str, now: int | None = None) -> None:
         """`unRegister(group)`: every live record of the group dies now."""
         now = self._now(now)
-        for topic_filters in self.filter_data_by_topic.values():
+        for topic, topic_filters in self.filter_data_by_topic.items():
             data = topic_filters.groups.get(group)
-            if data is not None and not data.is_dead():
+            if data is not None and not data.is_dead() and (topic, group) not in self._stale:
                 data.dead_time = now
 
     def get(self, topic: str | None, group: str) -> ConsumerFilterData | None:
         """`get(topic, group)`, dead or alive."""
+        if (topic, group) in self._stale:
+            return None
         topic_filters = self.filter_data_by_topic.get(topic)
         return None if topic_filters is None else topic_filters.groups.get(group)
+
+    def _group_view(self, group: str) -> list[ConsumerFilterData]:
+        """5.5.1's SubscriptionFilterHandler of a group: its records by topic, without stale ones."""
+        return [tf.groups[group] for topic, tf in self.filter_data_by_topic.items()
+                if group in tf.groups and (topic, group) not in self._stale]
 
     def get_topic(self, topic: str | None) -> list[ConsumerFilterData] | None:
         """`get(topic)`: the topic's records (dead ones included), None when there are none."""
@@ -225,7 +262,8 @@ class ConsumerFilterManager:
         for topic in list(self.filter_data_by_topic):
             groups = self.filter_data_by_topic[topic].groups
             for group in list(groups):
-                if groups[group].how_long_after_death(now) >= self.clean_time_span:
+                if (topic, group) not in self._stale and groups[group].how_long_after_death(now) >= \
+                        self.clean_time_span:
                     del groups[group]
             if not groups:
                 del self.filter_data_by_topic[topic]
@@ -296,6 +334,7 @@ class ConsumerFilterManager:
                 topic_filters.groups[group] = data
             loaded[topic] = topic_filters
         self.filter_data_by_topic = loaded
+        self._stale.clear()
         return True
 
     def load(self, path: str | Path, now: int | None = None) -> bool:

@@ -25,6 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from filterlib import brokerversion
 from filterlib.dispatch import CQ_SCHEMA, place_queue, registry_groups, registry_spec
 from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
 from filterlib.dumpregistry import RegistryLoad
@@ -37,8 +38,10 @@ from filterlib.subscriptions import Subscription
 from jobs.cli import (
     ROOT,
     InputError,
+    add_broker_version_arg,
     add_session_args,
     apply_writer_conf,
+    broker_version_of,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -105,6 +108,7 @@ class Inputs:
     check_crc: bool
     export_cq: str | None = None
     verify: bool = False
+    broker_version: str = brokerversion.DEFAULT
 
 
 @dataclass
@@ -190,6 +194,7 @@ class Summary:
     filters: int = 0
     failed_filters: list[dict] = field(default_factory=list)
     filter_rule: str = ""
+    broker_version: str = brokerversion.DEFAULT
     issues: list[str] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -204,7 +209,8 @@ class Summary:
         """The human summary."""
         rate = self.records / self.seconds if self.seconds else 0.0
         mb = self.bytes / self.seconds / 1e6 if self.seconds else 0.0
-        out = [f"dump {self.dump_id}: {self.files} commitlog files in {self.ranges} ranges, {self.bytes:,} bytes",
+        out = [f"dump {self.dump_id} (broker {brokerversion.rules_release(self.broker_version)}): {self.files} "
+               f"commitlog files in {self.ranges} ranges, {self.bytes:,} bytes",
                f"records {self.records:,}; consume-queue units {self.units:,} in {self.queues} queues; "
                f"ext {'on' if self.ext else 'off'}, bitmaps {'on' if self.calc_bitmap else 'off'} "
                f"({self.bitmaps_written:,} written)",
@@ -267,6 +273,7 @@ def parser() -> argparse.ArgumentParser:
                      help="check every body CRC (default: broker.conf's checkCRCOnRecover, true in 5.3.3)")
     crc.add_argument("--no-check-crc", dest="check_crc", action="store_false",
                      help="skip the body CRC check (faster; damage inside a body is then not detected)")
+    add_broker_version_arg(p, f"default {brokerversion.DEFAULT}; recorded in the dumps table for job 2")
     add_session_args(p, DEFAULTS, "split_bytes, batch_rows, check_crc, units_per_partition, master, spark_conf "
                                   "for a session the job starts itself, parquet_conf set on the session for the "
                                   "Parquet writers")
@@ -314,7 +321,7 @@ def validate(args: argparse.Namespace) -> Inputs:
     if args.verify and not sfs.isdir(os.path.join(store.root, "consumequeue")):
         raise InputError(f"{store.root}: --verify needs the dump's consumequeue/ directory, and it has none")
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
-                  bool(check), export, args.verify)
+                  bool(check), export, args.verify, broker_version_of(args.broker_version))
 
 
 def _check_export_dir(path: str, store_root: str) -> str:
@@ -336,7 +343,7 @@ def _check_export_dir(path: str, store_root: str) -> str:
 
 
 def _registry(inputs: Inputs) -> RegistryLoad:
-    return dump_registry(inputs.store, inputs.subscriptions)
+    return dump_registry(inputs.store, inputs.subscriptions, inputs.broker_version)
 
 
 def _units(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
@@ -500,7 +507,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     apply_writer_conf(spark, inputs.defaults)
     conf = inputs.store.conf
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
-    summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext)
+    summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext, broker_version=inputs.broker_version)
     summary.issues += inputs.store.issues
     has_ext_dir = sfs.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
     if has_ext_dir and not ext:
@@ -618,7 +625,8 @@ def _dump_row(inputs: Inputs, summary: Summary) -> dict:
     return {"dump_id": inputs.dump_id, "store": root if "://" in root else os.path.abspath(root),
             "broker_conf": local(inputs.broker_conf), "subscriptions": local(inputs.subscriptions_path),
             "built_at": int(time.time() * 1000), "files": summary.files, "bytes": summary.bytes,
-            "records": summary.records, "units": summary.units, "queues": summary.queues}
+            "records": summary.records, "units": summary.units, "queues": summary.queues,
+            "broker_version": inputs.broker_version}
 
 
 def _prepare(args: argparse.Namespace) -> Inputs:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from filterlib import brokerversion
 from filterlib.dumpregistry import RegistryLoad, load_registry
 from filterlib.errors import StoreFormatError
 from filterlib.store import fs as sfs
@@ -209,13 +210,43 @@ def dump_id_of(given: str | None, store: str) -> str:
         raise InputError(str(e)) from None
 
 
-def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = ()) -> RegistryLoad:
-    """The dump's consumerFilter.json under the broker's bloom settings (without one, the registered SQL92
-    subscriptions given, with bornTime 0); InputError when the bloom settings themselves are invalid."""
-    conf = store.conf
+def add_broker_version_arg(p: argparse.ArgumentParser, default_text: str) -> None:
+    """The --broker-version flag both jobs have."""
+    p.add_argument("--broker-version", metavar="X.Y.Z",
+                   help=f"the RocketMQ release the dump's broker ran ({default_text}): rules that changed between "
+                        f"releases follow it (filterlib/brokerversion.py; 5.3.3 and 5.5.1 are held to their real "
+                        f"jars, 5.4.0 and 5.5.0 keep 5.3.3's filter registry)")
+
+
+def broker_version_of(given: str | None, default: str = brokerversion.DEFAULT) -> str:
+    """The release number given (else `default`), normalised; InputError when it is not one."""
     try:
-        return load_registry(store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
-                             subscriptions)
+        return str(brokerversion.BrokerVersion.parse(given or default))
+    except ValueError as e:
+        raise InputError(f"--broker-version: {e}") from None
+
+
+def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = (),
+                  version: str = brokerversion.DEFAULT) -> RegistryLoad:
+    """The dump's consumerFilter.json under the broker's bloom settings and the release's registry rules (without
+    one, the registered SQL92 subscriptions given, with bornTime 0); InputError when the bloom settings themselves
+    are invalid."""
+    conf = store.conf
+    rules = brokerversion.registry_rules(version)
+    topic_exists = None
+    notes = []
+    if rules.requires_topic_config:
+        table = store.config("topics")
+        if table is None:
+            notes.append(f"{version}: the broker registers a SQL92 filter only for a topic of its topic table, and "
+                         f"the dump has no readable config/topics.json: every topic is taken as present")
+        else:
+            topic_exists = set(table.get("topicConfigTable") or {}).__contains__
+    try:
+        out = load_registry(store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
+                            subscriptions, rules, topic_exists, conf.enableCalcFilterBitMap)
     except ValueError as e:
         raise InputError(f"bloom filter settings maxErrorRateOfBloomFilter={conf.maxErrorRateOfBloomFilter}, "
                          f"expectConsumerNumUseFilter={conf.expectConsumerNumUseFilter}: {e}") from None
+    out.issues += notes
+    return out

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from filterlib import brokerversion
 from filterlib import message_filter as mf
 from filterlib.dispatch import registry_spec
 from filterlib.dumpregistry import RegistryLoad
@@ -54,8 +55,10 @@ from filterlib.subscriptions import Subscription
 from jobs.cli import (
     ROOT,
     InputError,
+    add_broker_version_arg,
     add_session_args,
     apply_writer_conf,
+    broker_version_of,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -140,6 +143,7 @@ class Inputs:
     what_if: list[WhatIf] = field(default_factory=list)
     refused: list[WhatIfRefused] = field(default_factory=list)
     subscriptions_path: str | None = None
+    broker_version: str | None = None
 
 
 @dataclass
@@ -160,11 +164,13 @@ class Summary:
     seconds: float = 0.0
     what_if: list[dict] = field(default_factory=list)
     refused: list[WhatIfRefused] = field(default_factory=list)
+    broker_version: str = brokerversion.DEFAULT
 
     def lines(self) -> list[str]:
         """The human summary: one block per subscription, then the totals."""
         rate = self.decisions / self.seconds if self.seconds else 0.0
-        out = [f"dump {self.dump_id}: consume queues from the {self.queues_source} "
+        out = [f"dump {self.dump_id} (broker {brokerversion.rules_release(self.broker_version)}): consume queues "
+               f"from the {self.queues_source} "
                f"({'the broker’s own files' if self.queues_source == DUMP else 'job 1’s consume_queue table'}), "
                f"pulls from the {self.start} offset; {len(self.plans)} subscriptions over {self.queues} queues"]
         for s in self.stats:
@@ -247,6 +253,8 @@ def parser() -> argparse.ArgumentParser:
                         "candidate is pulled as a posted subscription (exact SQL92, no bloom bits); the other "
                         "tables are not changed by it. A candidate that does not compile is reported with its "
                         "position and reason and skipped")
+    add_broker_version_arg(p, f"default: what job 1 recorded for the dump when --store is not given, else "
+                              f"{brokerversion.DEFAULT}")
     add_session_args(p, DEFAULTS)
     return p
 
@@ -271,8 +279,9 @@ def validate(args: argparse.Namespace) -> Inputs:
         except ValueError as e:
             raise InputError(str(e)) from None
         (refused if isinstance(parsed, WhatIfRefused) else candidates).append(parsed)
+    version = None if args.broker_version is None else broker_version_of(args.broker_version)
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults,
-                  candidates, refused, args.subscriptions)
+                  candidates, refused, args.subscriptions, version)
 
 
 def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
@@ -284,7 +293,7 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
     from pyspark.sql import functions as F
 
     if inputs.store is not None:
-        return inputs
+        return replace(inputs, broker_version=inputs.broker_version or brokerversion.DEFAULT)
     try:
         dumps = spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
         if inputs.dump_id is not None:
@@ -301,7 +310,9 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
     broker_conf = inputs.broker_conf or row.broker_conf
     subs_path = inputs.subscriptions_path or row.subscriptions
     log.info("store from the dumps table: %s (broker.conf %s, subscriptions %s)", row.store, broker_conf, subs_path)
+    version = inputs.broker_version or row.asDict().get("broker_version") or brokerversion.DEFAULT
     return replace(inputs, store=open_store(row.store, broker_conf), dump_id=row.dump_id, broker_conf=broker_conf,
+                   broker_version=version,
                    subscriptions=inputs.subscriptions if inputs.subscriptions_path else read_subscriptions(subs_path),
                    subscriptions_path=subs_path)
 
@@ -309,7 +320,8 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
 def _registry(inputs: Inputs, as_job1: bool) -> RegistryLoad:
     """The dump's registry; `as_job1`: the one job 1 built the rebuilt bitmaps with (the file's registered SQL92
     subscriptions taken when the dump has no registry)."""
-    return dump_registry(inputs.store, inputs.subscriptions if as_job1 else ())
+    return dump_registry(inputs.store, inputs.subscriptions if as_job1 else (),
+                         inputs.broker_version or brokerversion.DEFAULT)
 
 
 def _messages(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, DataFrame | None]:
@@ -526,7 +538,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     apply_writer_conf(spark, inputs.defaults)
     inputs = resolve_store(spark, inputs)
     conf = inputs.store.conf
-    summary = Summary(inputs.dump_id, start=inputs.start)
+    summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version)
     summary.notes += inputs.store.issues
     messages, body_checks = _messages(spark, inputs)
     reg = _registry(inputs, as_job1=inputs.queues == REBUILT)

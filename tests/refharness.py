@@ -1,8 +1,9 @@
 """Driver for the Java reference harness (tests/reference): build once, run a mode, cache the output.
 
-The harness runs the published Apache RocketMQ 5.3.3 jars; its JSON protocol is in tests/reference/PROTOCOL.md.
-Outputs are cached under .cache/refharness/<key>/ where key hashes the mode, the input and the harness sources,
-so a test suite re-run costs nothing and a harness change invalidates every cached answer.
+The harness runs the published Apache RocketMQ jars of one release (`VERSIONS`: 5.3.3 by default, 5.5.1 through
+the pom's profile); its JSON protocol is in tests/reference/PROTOCOL.md. Outputs are cached under
+.cache/refharness/<key>/ where key hashes the release, the mode, the input and the harness sources, so a test suite
+re-run costs nothing and a harness change invalidates every cached answer.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 REF_DIR = ROOT / "tests" / "reference"
 CACHE_DIR = Path(os.environ.get("RMQREF_CACHE", ROOT / ".cache" / "refharness"))
+DEFAULT_VERSION = "5.3.3"
+# release -> (Maven profile, build directory under tests/reference)
+VERSIONS = {"5.3.3": (None, "target"), "5.5.1": ("rocketmq-5.5.1", "target-5.5.1")}
 JAVA_OPTS = ["-Xmx1g", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=false", "-Duser.home=/tmp/rmqref-home"]
 
 
@@ -29,7 +33,7 @@ class HarnessError(RuntimeError):
 def _sources_digest() -> str:
     h = hashlib.sha256()
     for p in sorted(REF_DIR.rglob("*")):
-        if p.is_file() and "target" not in p.relative_to(REF_DIR).parts:
+        if p.is_file() and not any(part.startswith("target") for part in p.relative_to(REF_DIR).parts):
             h.update(str(p.relative_to(REF_DIR)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()
@@ -42,15 +46,18 @@ def _lock(name: str):
     return f
 
 
-def build() -> list[str]:
-    """Build the harness if its sources changed; return the java command prefix that runs rmqref.Main."""
+def build(version: str = DEFAULT_VERSION) -> list[str]:
+    """Build the harness against one release's jars if its sources changed; return the java command prefix."""
+    profile, directory = VERSIONS[version]
     digest = _sources_digest()
-    target = REF_DIR / "target"
+    target = REF_DIR / directory
     stamp = target / "sources.sha256"
     cp_file = target / "classpath.txt"
-    with _lock("build"):
+    with _lock(f"build-{version}"):
         if not (stamp.exists() and stamp.read_text() == digest and cp_file.exists()):
             cmd = ["mvn", "-q", "-B", "-f", str(REF_DIR / "pom.xml"), "package", "-DskipTests"]
+            if profile is not None:
+                cmd.append(f"-P{profile}")
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise HarnessError(f"harness build failed ({' '.join(cmd)}):\n{proc.stdout}\n{proc.stderr}")
@@ -59,24 +66,25 @@ def build() -> list[str]:
     return ["java", *JAVA_OPTS, "-cp", classpath, "rmqref.Main"]
 
 
-def _key(mode: str, payload: Any) -> str:
+def _key(mode: str, payload: Any, version: str) -> str:
     text = json.dumps(payload, sort_keys=True, ensure_ascii=True)
-    return hashlib.sha256(f"{mode}\n{_sources_digest()}\n{text}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{version}\n{mode}\n{_sources_digest()}\n{text}".encode()).hexdigest()[:32]
 
 
-def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False) -> Path:
-    """Run one harness mode on a JSON payload; return the cached output directory (input.json, output…).
+def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False, version: str = DEFAULT_VERSION) -> Path:
+    """Run one harness mode on a JSON payload with one release's jars; return the cached output directory
+    (input.json, output…).
 
     fresh=True ignores and replaces any cached answer (benchmarks must measure in the same run).
     """
-    key = _key(mode, payload)
+    key = _key(mode, payload, version)
     out_dir = CACHE_DIR / mode / key
     done = out_dir / ".done"
     if fresh and done.exists():
         done.unlink()
     if done.exists():
         return out_dir
-    java = build()
+    java = build(version)
     with _lock(f"run-{key}"):
         if done.exists():
             return out_dir
@@ -96,15 +104,16 @@ def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False) -> 
     return out_dir
 
 
-def eval_cases(cases: list[dict]) -> list[dict]:
+def eval_cases(cases: list[dict], version: str = DEFAULT_VERSION) -> list[dict]:
     """Evaluate `eval` cases (PROTOCOL.md) with the real RocketMQ classes; one result per case, in order."""
-    out = run("eval", {"cases": cases})
+    out = run("eval", {"cases": cases}, version=version)
     return json.loads((out / "output.json").read_text(encoding="utf-8"))["results"]
 
 
-def write_store(scenario: dict) -> Path:
-    """Write a real store directory for a scenario (PROTOCOL.md, store); return the harness output directory."""
-    return run("store", scenario) / "out"
+def write_store(scenario: dict, version: str = DEFAULT_VERSION) -> Path:
+    """Write a real store directory for a scenario (PROTOCOL.md, store) with one release's broker; return the
+    harness output directory."""
+    return run("store", scenario, version=version) / "out"
 
 
 def store_digest(root: str | Path) -> str:
@@ -116,8 +125,9 @@ def store_digest(root: str | Path) -> str:
     return digest.hexdigest()
 
 
-def pull(request: dict) -> dict:
-    """Replay the real pull over an existing store directory (PROTOCOL.md, pull). The cache key includes the
-    store's contents, so a store rewritten at the same path is pulled again (the harness ignores the extra key)."""
-    out = run("pull", {**request, "storeDigest": store_digest(request["storeDir"])})
+def pull(request: dict, version: str = DEFAULT_VERSION) -> dict:
+    """Replay the real pull over an existing store directory (PROTOCOL.md, pull) with one release's broker. The
+    cache key includes the store's contents, so a store rewritten at the same path is pulled again (the harness
+    ignores the extra key)."""
+    out = run("pull", {**request, "storeDigest": store_digest(request["storeDir"])}, version=version)
     return json.loads((out / "output.json").read_text(encoding="utf-8"))

@@ -1,0 +1,75 @@
+"""The broker release a dump came from, and every rule that differs between the releases the project replays.
+
+One place names the version each rule follows, so a new release is one entry here plus the tests against its jars.
+Each rule below was read from the release's published sources jar and is held to its real jars by the reference
+harness (tests/reference, `-Procketmq-5.5.1`):
+
+- `ConsumerFilterManager` is the same class in 5.3.3, 5.4.0 and 5.5.0 and was rewritten in 5.5.1 (a per-group
+  `SubscriptionFilterHandler` beside the per-topic map CalcBitMap reads). From 5.5.1:
+  - `register(topic, ...)` refuses a topic the broker's topic table does not hold;
+  - bloom filter data is generated only when `enableCalcFilterBitMap` is on (else null, so a persisted registry
+    whose records have no bloom data is discarded whole on the next load, as `isValid(null)` is false);
+  - a heartbeat marks every record of the group on a topic it no longer lists dead *now*, even one already dead;
+  - a changed expression that does not compile leaves the old record in the per-topic map (CalcBitMap still
+    evaluates it, `persist()` still writes it) while `get(topic, group)`, `unRegister` and `clean()` no longer see it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT = "5.3.3"
+
+
+@dataclass(frozen=True, order=True)
+class BrokerVersion:
+    """A RocketMQ release number, compared numerically."""
+
+    major: int
+    minor: int
+    patch: int
+
+    @classmethod
+    def parse(cls, text: str) -> BrokerVersion:
+        """"5.5.1" (also MQVersion's "V5_5_1", a leading "v" or "rocketmq-all-", a "-SNAPSHOT" tail); else
+        ValueError."""
+        m = re.fullmatch(r"(?:rocketmq-all-|[vV])?(\d+)([._])(\d+)\2(\d+)(?:-SNAPSHOT)?", text.strip())
+        if m is None:
+            raise ValueError(f"not a RocketMQ release number: {text!r} (expected e.g. 5.3.3 or 5.5.1)")
+        return cls(int(m.group(1)), int(m.group(3)), int(m.group(4)))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+V5_3_3 = BrokerVersion(5, 3, 3)
+V5_5_1 = BrokerVersion(5, 5, 1)
+# The releases whose jars the reference harness holds the project to.
+TESTED = (V5_3_3, V5_5_1)
+
+
+@dataclass(frozen=True)
+class RegistryRules:
+    """How ConsumerFilterManager registers, kills and keeps SQL92 filter data in one release."""
+
+    release: BrokerVersion
+    requires_topic_config: bool
+    bloom_only_with_calc_bitmap: bool
+    heartbeat_refreshes_dead_time: bool
+    failed_change_keeps_stale_record: bool
+
+
+def registry_rules(version: BrokerVersion | str = DEFAULT) -> RegistryRules:
+    """The ConsumerFilterManager rules a release follows (5.3.3's before 5.5.1, 5.5.1's from it on)."""
+    v = BrokerVersion.parse(version) if isinstance(version, str) else version
+    if v >= V5_5_1:
+        return RegistryRules(V5_5_1, True, True, True, True)
+    return RegistryRules(V5_3_3, False, False, False, False)
+
+
+def rules_release(version: BrokerVersion | str) -> str:
+    """Which tested release's rules a version follows, in words for a summary."""
+    v = BrokerVersion.parse(version) if isinstance(version, str) else version
+    follows = registry_rules(v).release
+    return str(v) if v == follows else f"{v} (the filter registry rules of {follows}, the nearest tested release)"
