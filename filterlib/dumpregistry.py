@@ -97,13 +97,19 @@ def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int
     if text is not None:
         try:
             raw = fastjson.loads(text) or {}
+            no_bloom = 0
             for topic_obj in (raw.get("filterDataByTopic") or {}).values():
                 for group, obj in ((topic_obj or {}).get("groupFilterData") or {}).items():
                     if obj is not None:
                         file_dead[(obj.get("topic"), group)] = int(obj.get("deadTime") or 0)
+                        no_bloom += obj.get("bloomFilterData") is None
             fits = out.registry.decode(text)
             out.dump_registry = path
-            if not fits:
+            if not fits and no_bloom:
+                out.issues.append(f"{path}: {no_bloom} records without bloom data (a 5.5.1 broker stores none while "
+                                  f"enableCalcFilterBitMap is off); the broker's load discards the whole registry, "
+                                  f"so no SQL92 filter of it survives a restart, and the replay loads none")
+            elif not fits:
                 out.issues.append(f"{path}: its bloom data does not fit maxErrorRateOfBloomFilter={max_error_rate}, "
                                   f"expectConsumerNumUseFilter={expect_consumer_num}; the broker would load no "
                                   f"filter, and neither does the rebuild")

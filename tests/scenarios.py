@@ -320,6 +320,29 @@ def unregistered_filters_scenario(seed: int, n_messages: int = 90) -> dict:
     }
 
 
+def bitmap_off_restart_scenario(seed: int, n_messages: int = 60) -> dict:
+    """SQL92 filters registered on a broker with ConsumeQueueExt on but enableCalcFilterBitMap off (the default),
+    then a restart (the harness's pull mode loads config/consumerFilter.json): 5.3.3 persists bloom data anyway and
+    keeps the filters; 5.5.1 persists them without bloom data, and its load discards the whole registry."""
+    rng = random.Random(seed)
+    events: list[dict] = [{"kind": "register", "group": g, "topic": TOPIC, "type": "SQL92", "expression": e,
+                           "clientVersion": 1} for g, e in (("G_SQL", SQL_EXPR), ("G_GT", "a > 1"))]
+    events += [_message(rng, i, TOPIC, 2) for i in range(n_messages)]
+    subscriptions = [{"group": "G_SQL", "topic": TOPIC, "type": "SQL92", "expression": SQL_EXPR, "subVersion": 1},
+                     {"group": "G_GT", "topic": TOPIC, "type": "SQL92", "expression": "a > 1", "subVersion": 1},
+                     {"group": "G_POSTED", "topic": TOPIC, "type": "SQL92", "expression": "a > 1",
+                      "path": "posted", "subVersion": 1},
+                     {"group": "G_TAG", "topic": TOPIC, "expression": TAG_EXPR}]
+    return {
+        "broker": {"enableConsumeQueueExt": True, "enableCalcFilterBitMap": False, "enablePropertyFilter": True},
+        "store": {"mappedFileSizeCommitLog": 8192},
+        "topics": [{"name": TOPIC, "readQueueNums": 2, "writeQueueNums": 2}],
+        "groups": sorted({s["group"] for s in subscriptions}),
+        "events": events,
+        "subscriptions": subscriptions,
+    }
+
+
 def large_body_scenario(seed: int) -> dict:
     """Bodies from 64 KiB to 3 MiB (under the broker's 4 MiB maxMessageSize), compressed by every client codec at
     several levels, so zlib and zstd write many internal blocks (LZ4 still one block of its 4 MiB frame blocks);

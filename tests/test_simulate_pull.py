@@ -229,6 +229,35 @@ def test_rebuilt_queues_follow_the_dumps_registry_not_the_file(spark, replayed) 
     assert problems == [] and units >= 40
 
 
+@pytest.mark.parametrize("version", list(refharness.VERSIONS))
+def test_each_broker_release_gets_its_own_answers(spark, version, tmp_path) -> None:
+    """bitmap_off_restart_scenario written and pulled by each release's real broker: 5.3.3 keeps its SQL92 filters
+    across the restart, 5.5.1 (no bloom data without enableCalcFilterBitMap, a registry without bloom data discarded
+    on load) answers FILTER_DATA_NOT_EXIST. Both jobs run with that --broker-version and give every answer,
+    decision, pull and delivery of the real pull of that release."""
+    scenario = scenarios.bitmap_off_restart_scenario(5)
+    run = refharness.write_store(scenario, version)
+    report = json.loads((run / "report.json").read_text())
+    conf = broker_conf(tmp_path / "broker.conf", report["broker"], report["store"])
+    subs = subscriptions_file(tmp_path / "subs.json", scenario["subscriptions"])
+    store, wh, name = str(run / "store"), str(tmp_path / "wh"), f"restart_{version.replace('.', '_')}"
+    args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name,
+            "--broker-version", version]
+    build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
+    summary = simulate_pull.run(spark, simulate_pull.validate(
+        simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
+    truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
+                             "subscriptions": scenario["subscriptions"]}, version)
+    answers = {s["group"]: s["answer"] for s in truth["subscriptions"]}
+    registered = "FILTER_DATA_NOT_EXIST" if version == "5.5.1" else "OK"
+    assert answers == {"G_SQL": registered, "G_GT": registered, "G_POSTED": "OK", "G_TAG": "OK"}
+    units, _calls, _msgs, problems = compare(spark, wh, name, truth)
+    assert problems == [] and units >= 40
+    text = "\n".join(summary.lines())
+    assert f"(broker {version})" in text
+    assert ("records without bloom data" in text) == (version == "5.5.1")
+
+
 def test_committed_offsets_start_the_pulls_there(spark, replayed) -> None:
     """varied_scenario commits G1's TopicA queue 0 at offset 1: with --from committed that queue's first pull asks
     for offset 1 and unit 0 is never scanned; queues without a committed offset start at 0 (the summary says so)."""
