@@ -294,10 +294,11 @@ class ConsumerFilterManager:
             topic: {"groupFilterData": {g: d.to_json() for g, d in tf.groups.items()}, "topic": tf.topic}
             for topic, tf in self.filter_data_by_topic.items()}}
 
-    def encode(self, pretty: bool = True, now: int | None = None) -> str:
-        """`encode(pretty)`: clean first, as the broker does on every persist, then fastjson text."""
+    def encode(self, pretty: bool = True, now: int | None = None, dialect: str = fastjson.FASTJSON) -> str:
+        """`encode(pretty)`: clean first, as the broker does on every persist, then the release's JSON dialect
+        (`fastjson.dialect_of`)."""
         self.clean(now)
-        return fastjson.dumps(self.to_json(), pretty)
+        return fastjson.dumps(self.to_json(), pretty, dialect)
 
     def decode(self, text: str, now: int | None = None) -> bool:
         """`decode`: recompile, mark live records dead (now − 30 s, not before bornTime); False if bloom changed.
@@ -355,10 +356,10 @@ class ConsumerFilterManager:
             return False
         return True
 
-    def persist(self, path: str | Path, now: int | None = None) -> None:
-        """`persist()`: clean, then write the pretty fastjson text (the old file moved to `.bak`)."""
+    def persist(self, path: str | Path, now: int | None = None, dialect: str = fastjson.FASTJSON) -> None:
+        """`persist()`: clean, then write the pretty text in the release's dialect (the old file moved to `.bak`)."""
         path = Path(path)
-        data = java_utf8_encode(self.encode(True, now))
+        data = java_utf8_encode(self.encode(True, now, dialect))
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             path.replace(Path(str(path) + ".bak"))

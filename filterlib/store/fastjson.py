@@ -1,4 +1,6 @@
-"""fastjson 1.x JSON dialect of the broker's config files: unquoted integer map keys ({0:12}), tabs when pretty."""
+"""The JSON dialects of the broker's config files: fastjson 1.x (to 5.3.x) and fastjson2 (5.4.0 on: RocketMQ's
+RemotingSerializable switched libraries), both with unquoted integer map keys ({0:12}) and tabs when pretty. They read
+alike; they differ in how pretty text breaks lines (`dumps`' `dialect`)."""
 
 from __future__ import annotations
 
@@ -92,9 +94,45 @@ _ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"'
 _NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\x7f-\x9f\u2028\u2029]')
 
 
-def dumps(value: Any, pretty: bool = True) -> str:
-    """`JSON.toJSONString(obj, pretty)` for the plain maps, lists and scalars of the config files."""
+FASTJSON = "fastjson"
+FASTJSON2 = "fastjson2"
+
+
+def dialect_of(version: str) -> str:
+    """The dialect a broker release writes its config files in (fastjson2 from 5.4.0)."""
+    from filterlib.brokerversion import BrokerVersion
+
+    return FASTJSON2 if BrokerVersion.parse(version) >= BrokerVersion(5, 4, 0) else FASTJSON
+
+
+def dumps(value: Any, pretty: bool = True, dialect: str = FASTJSON) -> str:
+    """`JSON.toJSONString(obj, pretty)` for the plain maps, lists and scalars of the config files, in the dialect of
+    fastjson 1.x or of fastjson2 (`JSONWriter.Feature.PrettyFormat`)."""
+    if dialect == FASTJSON2:
+        return _dump2(value, 0, pretty)
+    if dialect != FASTJSON:
+        raise ValueError(f"unknown JSON dialect {dialect!r}")
     return _dump(value, 0, pretty)
+
+
+def _dump2(value: Any, indent: int, pretty: bool) -> str:
+    r"""fastjson2 with PrettyFormat, observed in 5.5.1's config files: every object entry (integer keys too) on a
+    line of its own one tab deeper, then the closing brace on the object's own level, an empty object included
+    (`{\n\t\t\n\t}` at depth 1); arrays of numbers (int[]) inline, other arrays one element a line; null map
+    values omitted."""
+    if isinstance(value, Mapping):
+        items = [(k, v) for k, v in value.items() if v is not None]
+        if not pretty:
+            return "{" + ",".join(f"{_dump_key(k)}:{_dump2(v, indent + 1, pretty)}" for k, v in items) + "}"
+        inner = "\n" + "\t" * (indent + 1)
+        body = ",".join(f"{inner}{_dump_key(k)}:{_dump2(v, indent + 1, pretty)}" for k, v in items) or inner
+        return "{" + body + "\n" + "\t" * indent + "}"
+    if isinstance(value, (list, tuple)):
+        if not pretty or not value or all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return "[" + ",".join(_dump2(v, indent + 1, pretty) for v in value) + "]"
+        inner = "\n" + "\t" * (indent + 1)
+        return "[" + ",".join(inner + _dump2(v, indent + 1, pretty) for v in value) + "\n" + "\t" * indent + "]"
+    return _dump(value, indent, pretty)
 
 
 def _escape_char(match: re.Match) -> str:
