@@ -85,7 +85,7 @@ DUMP_FILES_DDL = ("dump_id string, path string, kind string, file_base long, siz
                   "end_kind string, damage_offset long, damage_global_offset long, damage_length long, "
                   "damage_reason string, splits int, whole_file_fallback boolean")
 DUMPS_DDL = ("dump_id string, store string, broker_conf string, subscriptions string, built_at long, files int, "
-             "bytes long, records long, units long, queues int")
+             "bytes long, records long, units long, queues int, broker_version string")
 FILTERS_DDL = ("dump_id string, consumer_group string, topic string, expression string, expression_type string, "
                "client_version long, born_time long, dead_time long, dead boolean, source string, "
                "registered boolean, compiled boolean, compile_error string, bloom_bit_pos array<int>, "

@@ -34,6 +34,11 @@ SCENARIOS = {
     "client_decode": lambda: scenarios.client_decode_scenario(3),
     "unregistered": lambda: scenarios.unregistered_filters_scenario(1),
     "demo": None,
+    # the same scenarios written and pulled by the real 5.5.1 broker, replayed with --broker-version 5.5.1
+    "tag_sql_551": lambda: scenarios.tag_and_sql_scenario(1),
+    "varied_551": lambda: scenarios.varied_scenario(4),
+    "answers_on_551": lambda: scenarios.pull_answers_scenario(11, True),
+    "unregistered_551": lambda: scenarios.unregistered_filters_scenario(1),
 }
 DEMO = ROOT / "demo"
 
@@ -56,24 +61,26 @@ def replayed(spark, tmp_path_factory) -> dict:
     out = {}
     wh = str(tmp_path_factory.mktemp("warehouse"))
     for name, make in SCENARIOS.items():
+        version = "5.5.1" if name.endswith("_551") else refharness.DEFAULT_VERSION
         if make is None:  # the bundled demo dump, with its own broker.conf and subscriptions file
             scenario = json.loads((DEMO / "scenario.json").read_text())
             report = {"broker": scenario["broker"], "store": scenario["store"]}
             conf, subs, store = str(DEMO / "broker.conf"), str(DEMO / "subscriptions.json"), str(DEMO / "dump")
         else:
             scenario = make()
-            run = refharness.write_store(scenario)
+            run = refharness.write_store(scenario, version)
             report = json.loads((run / "report.json").read_text())
             tmp = tmp_path_factory.mktemp(name)
             conf = broker_conf(tmp / "broker.conf", report["broker"], report["store"])
             subs = subscriptions_file(tmp / "subs.json", scenario["subscriptions"])
             store = str(run / "store")
-        args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name]
+        args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name,
+                "--broker-version", version]
         built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
         summary = simulate_pull.run(spark, simulate_pull.validate(
             simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
         truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
-                                 "subscriptions": scenario["subscriptions"]})
+                                 "subscriptions": scenario["subscriptions"]}, version)
         out[name] = {"summary": summary, "built": built, "truth": truth, "args": args + ["--subscriptions", subs],
                      "store": store, "report": report}
     out["warehouse"] = wh
