@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from filterlib import message_filter as mf
+from filterlib import tables
 from filterlib import vocabulary as vocab
 from filterlib.dispatch import registry_spec
 from filterlib.dumpregistry import RegistryLoad
@@ -76,6 +77,7 @@ from jobs.pull_tasks import (
     read_dump_queues,
     replay_queues,
 )
+from jobs.schemas import table_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -85,41 +87,13 @@ PROG = "simulate_pull"
 log = job_logger(PROG)
 
 DUMP, REBUILT = "dump", "rebuilt"
-DECISION_KEY = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset"]
+DECISION_KEY = list(tables.PULL_DECISIONS.key[1:])
 DECISION_STATS = ["dump_id", *DECISION_KEY, "commit_log_offset", "outcome"]
 """The columns Delta keeps file statistics for (what explain and the report filter on; delta_io.replace_dump)."""
-DELIVERED_COLUMNS = [
-    ("dump_id", "string"), ("consumer_group", "string"), ("topic", "string"), ("subscription_index", "int"),
-    ("queue_id", "int"), ("queue_offset", "long"), ("commit_log_offset", "long"), ("pull_index", "int"),
-    ("msg_id", "string"), ("offset_msg_id", "string"), ("uniq_key", "string"), ("message_topic", "string"),
-    ("tags", "string"), ("keys", "string"), ("properties", "map<string,string>"), ("body", "binary"),
-    ("stored_body_size", "int"), ("store_size", "int"), ("sys_flag", "int"),
-    ("flag", "int"), ("born_timestamp", "long"), ("born_host", "string"), ("store_timestamp", "long"),
-    ("store_host", "string"), ("reconsume_times", "int")]
-STATS_COLUMNS = [
-    ("dump_id", "string"), ("consumer_group", "string"), ("topic", "string"), ("subscription_index", "int"),
-    ("subscription_type", "string"), ("expression", "string"), ("path", "string"), ("sub_version", "long"),
-    ("batch_size", "int"), ("source", "string"), ("answer", "string"), ("answer_remark", "string"),
-    ("answer_cause", "string"), ("filter_class", "string"), ("start", "string"), ("queues", "int"),
-    ("units_scanned", "long"), ("delivered", "long"), ("tag_hash_miss", "long"), ("tag_client_mismatch", "long"),
-    ("bloom_miss", "long"), ("sql_false", "long"), ("sql_null", "long"), ("sql_error", "long"),
-    ("client_decode_failed", "long"), ("tag_collisions", "long"), ("bloom_tested", "long"),
-    ("bloom_false_positives", "long"),
-    ("bloom_fp_rate", "double"), ("configured_fp_rate", "double"), ("sql_evaluations", "long"),
-    ("bytes_delivered", "long"), ("bytes_filtered_on_broker", "long"), ("pulls", "long"), ("empty_pulls", "long"),
-    ("found_pulls", "long")]
-DECISION_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset",
-                    "commit_log_offset", "size", "tags_code", "outcome", "layer", "reason", "cq_reason", "detail",
-                    "sql_value", "bloom_false_positive", "bloom_tested", "bloom_bitmap", "pull_index",
-                    "subscription_type", "expression"]
-PULL_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "pull_index", "request_offset",
-                "status", "next_begin_offset", "message_count", "filter_message_count"]
-
-
-def _ddl(columns: list[tuple[str, str]]) -> str:
-    return ", ".join(f"{n} {t}" for n, t in columns)
-
-
+DECISION_COLUMNS = tables.PULL_DECISIONS.names[1:]
+PULL_COLUMNS = tables.PULLS.names[1:]
+WHAT_IF_COLUMNS = tables.WHAT_IF.names[1:]
+"""The columns each table's rows are selected in, after dump_id (`filterlib.tables`)."""
 
 
 @dataclass
@@ -455,11 +429,6 @@ def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], pulls: 
     return rows
 
 
-WHAT_IF_COLUMNS = ["consumer_group", "topic", "queue_id", "queue_offset", "commit_log_offset", "change",
-                   "current_expression", "candidate_expression", "current_outcome", "candidate_outcome", "msg_id",
-                   "tags"]
-
-
 def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages: DataFrame, plans: list[Plan],
              compared: dict[int, int], summary: Summary, examples: int = 3) -> list[dict]:
     """Messages each candidate gains or loses against the current subscription it replaces: the what_if table
@@ -618,11 +587,11 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
         "pull_index").join(_consumer_bodies(messages), "commit_log_offset")
     delivered = delivered.withColumn("msg_id", F.coalesce("uniq_key", "offset_msg_id")).select(
-        dump_id, *[n for n, _ in DELIVERED_COLUMNS[1:]])
+        dump_id, *tables.DELIVERED_MESSAGES.names[1:])
     summary.tables["delivered_messages"] = replace_dump(delivered.sortWithinPartitions(*DECISION_KEY), wh,
                                                         "delivered_messages", inputs.dump_id, DECISION_STATS[:-1])
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write group_stats")
-    stats_df = spark.createDataFrame(summary.stats, _ddl(STATS_COLUMNS))
+    stats_df = spark.createDataFrame(summary.stats, table_ddl(tables.GROUP_STATS))
     summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", inputs.dump_id)
     if cand_plans:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
