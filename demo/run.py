@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from filterlib import vocabulary as vocab
 from jobs import build_queues, explain, report, simulate_pull
 from jobs.cli import ROOT, job_session, load_defaults
 
@@ -32,8 +33,8 @@ def _examples(spark, warehouse: str) -> list[tuple[str, list[str]]]:
 
     decisions = spark.read.format("delta").load(f"{warehouse}/pull_decisions").where(F.col("dump_id") == DUMP_ID)
     picks = [("a tag-hash collision: the broker passed it, the client dropped it",
-              (F.col("outcome") == "TAG_CLIENT_MISMATCH") & (F.col("reason") == "client_tag_mismatch")),
-             ("a SQL92 evaluation error the broker treats as no match", F.col("outcome") == "SQL_ERROR"),
+              (F.col("outcome") == vocab.TAG_CLIENT_MISMATCH) & (F.col("reason") == "client_tag_mismatch")),
+             ("a SQL92 evaluation error the broker treats as no match", F.col("outcome") == vocab.SQL_ERROR),
              ("a bloom false positive: the bitmap said maybe, SQL92 said no", F.col("bloom_false_positive"))]
     messages = spark.read.format("delta").load(f"{warehouse}/messages").where(F.col("dump_id") == DUMP_ID)
     out = []

@@ -11,47 +11,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from filterlib import sql92, tags
+from filterlib import vocabulary as vocab
 from filterlib.dispatch import bit_set
 from filterlib.errors import FilterError
 from filterlib.javalang import to_int32
 
 Row = Mapping[str, Any]
 
-_CQ_WORDS = {
-    "no_subscription": "no subscription: the broker lets every unit through",
-    "class_filter": "a class-filter subscription: the broker lets every unit through (the client filters; not "
-                    "replayed)",
-    "tag_code_null": "the unit's tagsCode could not be read (null): the broker lets it through",
-    "sub_all": "the subscription is `*`: every tag passes",
-    "no_filter_data": "no compiled filter data for the subscription: the consume-queue layer passes everything",
-    "no_bloom_data": "the filter data has no bloom bits (a posted subscription, or bloom off): no bitmap test",
-    "ext_null": "the unit has no ext unit (ConsumeQueueExt off or unreadable): no bitmap test",
-    "bitmap_null": "the ext unit carries no bitmap (CalcBitMap off or no filter on the topic then): no bitmap test",
-    "bloom_data_invalid": "the filter's bloom data does not fit the broker's bloom filter: no bitmap test",
-    "bitmap_length_mismatch": "the bitmap's length differs from the filter's bit count: no bitmap test",
-    "bloom_error": "testing the bitmap failed (bit positions out of range): the unit passes",
-}
-_CL_WORDS = {
-    "no_subscription": "no subscription: nothing to evaluate",
-    "class_filter": "a class-filter subscription: the broker does not evaluate it",
-    "tag_type": "a TAG subscription: the commit-log layer has nothing to check",
-    "no_filter_data": "no compiled filter data: the commit-log layer passes everything",
-}
-_CLIENT_WORDS = {
-    "client_keep_all": "the subscription names no tag set (`*`, or SQL92): the client keeps the message",
-    "client_no_tags": "the message has no TAGS property: the client drops it (its tagsCode only matched the "
-                      "subscription's hash set by coincidence, e.g. a tag whose hash is 0)",
-    "client_tag_match": "the message's tag is one of the subscribed tags exactly: the client keeps it",
-    "client_tag_mismatch": "the message's tag is not among the subscribed tags, although its hash matched one: a "
-                           "String.hashCode collision; the client drops it",
-}
-_DECODE_WORDS = {
-    "client_decode_failed": "the client's decode of the pull's response fails on this message's body ({detail}): "
-                            "MessageDecoder.decodesBatch stops there, so the consumer never sees it or any later "
-                            "message of this pull (CLIENT_DECODE_FAILED, before the tag re-check)",
-    "client_decode_lost": "{detail}: MessageDecoder.decodesBatch stopped there, so the consumer never sees this "
-                          "message either (CLIENT_DECODE_FAILED, before the tag re-check)",
-}
+_CQ_WORDS = vocab.words(vocab.CONSUME_QUEUE)
+_CL_WORDS = vocab.words(vocab.COMMIT_LOG)
+_CLIENT_WORDS = vocab.words(vocab.CLIENT)
 
 
 def _when(ms: int | None) -> str:
@@ -77,7 +46,7 @@ def consume_queue_words(d: Row, sub: Row, filt: Row | None, message: Row | None)
         codes = ", ".join(f"{t} → {tags.tags_code(t)}" for t in sorted(parsed.tags))
         tag = message["tags"] if message else None
         seen = f"the message's tag {tag!r}" if tag is not None else "the message (no tag)"
-        verdict = "in the set: passes" if why == "tag_hash_hit" else "not in the set: dropped (TAG_HASH_MISS)"
+        verdict = "in the set: passes" if why == "tag_hash_hit" else f"not in the set: dropped ({vocab.TAG_HASH_MISS})"
         return (f"tag hash: {seen} has tagsCode {to_int32(code) if code is not None else None}; the subscription's "
                 f"hashes are {{{codes}}}: {verdict}")
     if why in ("bloom_hit", "bloom_miss"):
@@ -86,7 +55,7 @@ def consume_queue_words(d: Row, sub: Row, filt: Row | None, message: Row | None)
         have = bit_set(bitmap) if bitmap is not None else set()
         tested = ", ".join(f"{p} {'set' if p in have else 'not set'}" for p in positions)
         verdict = "all set: passes to the commit-log layer" if why == "bloom_hit" else \
-            "not all set: dropped (BLOOM_MISS), the SQL expression is never evaluated"
+            f"not all set: dropped ({vocab.BLOOM_MISS}), the SQL expression is never evaluated"
         return (f"bloom bitmap ({len(bitmap) * 8 if bitmap else 0} bits, {len(have)} set by the filters that "
                 f"matched at dispatch): this filter's bits {{{tested}}}: {verdict}")
     if why == "not_in_live":
@@ -99,11 +68,11 @@ def consume_queue_words(d: Row, sub: Row, filt: Row | None, message: Row | None)
 
 def commit_log_words(d: Row, sub: Row, message: Row | None) -> str:
     """The commit-log layer in words: the SQL92 value and the property values it came from."""
-    if d["layer"] == "consume_queue":
+    if d["layer"] == vocab.CONSUME_QUEUE:
         return "not reached: the consume-queue layer dropped the unit"
     sql = d.get("sql_value")
     if sql is None:
-        if d["layer"] == "commit_log":
+        if d["layer"] == vocab.COMMIT_LOG:
             return _CL_WORDS.get(d["reason"], d["reason"])
         is_tag = tags.is_tag_type(sub["subscription_type"])
         return _CL_WORDS["tag_type"] if is_tag else _CL_WORDS["no_filter_data"]
@@ -117,21 +86,21 @@ def commit_log_words(d: Row, sub: Row, message: Row | None) -> str:
     if sql == "TRUE":
         return f"SQL92 `{expr}` is TRUE with {values}: passes"
     if sql == "FALSE":
-        return f"SQL92 `{expr}` is FALSE with {values}: dropped (SQL_FALSE)"
+        return f"SQL92 `{expr}` is FALSE with {values}: dropped ({vocab.SQL_FALSE})"
     if sql == "NULL":
         return (f"SQL92 `{expr}` is NULL (unknown) with {values}: a comparison with a missing property is "
-                f"unknown, and the broker delivers only TRUE: dropped (SQL_NULL)")
+                f"unknown, and the broker delivers only TRUE: dropped ({vocab.SQL_NULL})")
     cls, _, text = (d.get("detail") or "").partition(": ")
     return (f"SQL92 `{expr}` with {values}: the expression threw {cls} ({text}), and the broker treats an "
-            f"evaluation error as no match: dropped (SQL_ERROR)")
+            f"evaluation error as no match: dropped ({vocab.SQL_ERROR})")
 
 
 def client_words(d: Row) -> str:
     """The client's decode of the pull's response and its exact tag re-check, in words."""
-    if d["layer"] != "client":
+    if d["layer"] != vocab.CLIENT:
         return "not reached: the broker did not return the message"
-    if d["reason"] in _DECODE_WORDS:
-        return _DECODE_WORDS[d["reason"]].format(detail=d.get("detail") or "no detail")
+    if d["reason"] in vocab.DECODE_BRANCHES:
+        return _CLIENT_WORDS[d["reason"]].format(detail=d.get("detail") or "no detail")
     return _CLIENT_WORDS.get(d["reason"], d["reason"])
 
 

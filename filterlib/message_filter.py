@@ -12,23 +12,27 @@ from filterlib.errors import BrokerFilterError, FilterError, SubscriptionParseEr
 from filterlib.javalang import java_split
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.tags import Subscription
+from filterlib.vocabulary import (
+    BLOOM_MISS,
+    CLIENT,
+    COMMIT_LOG,
+    COMMIT_LOG_OUTCOMES,
+    CONSUME_QUEUE,
+    DELIVERED,
+    SQL_FALSE,
+    SQL_NON_BOOLEAN,
+    TAG_CLIENT_MISMATCH,
+    TAG_HASH_MISS,
+)
+
+# Re-exported: the row filter's callers name outcomes through this module too.
+from filterlib.vocabulary import CLIENT_DECODE_FAILED as CLIENT_DECODE_FAILED
+from filterlib.vocabulary import SQL_ERROR as SQL_ERROR
+from filterlib.vocabulary import SQL_NULL as SQL_NULL
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_TAGS = "TAGS"
-
-CONSUME_QUEUE = "consume_queue"
-COMMIT_LOG = "commit_log"
-CLIENT = "client"
-
-DELIVERED = "DELIVERED"
-TAG_HASH_MISS = "TAG_HASH_MISS"
-TAG_CLIENT_MISMATCH = "TAG_CLIENT_MISMATCH"
-BLOOM_MISS = "BLOOM_MISS"
-SQL_FALSE = "SQL_FALSE"
-SQL_NULL = "SQL_NULL"
-SQL_ERROR = "SQL_ERROR"
-CLIENT_DECODE_FAILED = "CLIENT_DECODE_FAILED"
 
 # PullMessageProcessor's answers decided before the store is read (ResponseCode names).
 OK = "OK"
@@ -111,7 +115,7 @@ def evaluate_sql(data: ConsumerFilterData, properties: Mapping[str, str] | None)
         return Decision(False, COMMIT_LOG, "sql_false", "FALSE")
     if value is None:
         return Decision(False, COMMIT_LOG, "sql_null", "NULL")
-    return Decision(False, COMMIT_LOG, "sql_non_boolean", f"NON_BOOLEAN:{type(value).__name__}")
+    return Decision(False, COMMIT_LOG, SQL_NON_BOOLEAN, f"NON_BOOLEAN:{type(value).__name__}")
 
 
 class ExpressionMessageFilter:
@@ -299,10 +303,6 @@ def check_client(subscription: Subscription, message_tags: str | None) -> Decisi
     return Decision(matched, CLIENT, reason)
 
 
-_COMMIT_LOG_OUTCOMES = {"sql_false": SQL_FALSE, "sql_null": SQL_NULL, "sql_non_boolean": SQL_NULL,
-                        "sql_error": SQL_ERROR}
-
-
 def decide(message_filter: ExpressionMessageFilter, tags_code: int | None, ext_unit: ExtUnitLike | None,
            properties: Mapping[str, str] | None) -> FilterOutcome:
     """Run both broker layers and the client re-check on one unit; the first layer that drops it decides."""
@@ -312,7 +312,7 @@ def decide(message_filter: ExpressionMessageFilter, tags_code: int | None, ext_u
         return FilterOutcome(outcome, cq.layer, cq.reason, cq.detail, False, (cq,))
     cl = message_filter.check_commit_log(properties)
     if not cl.matched:
-        return FilterOutcome(_COMMIT_LOG_OUTCOMES.get(cl.reason, SQL_FALSE), cl.layer, cl.reason, cl.detail,
+        return FilterOutcome(COMMIT_LOG_OUTCOMES.get(cl.reason, SQL_FALSE), cl.layer, cl.reason, cl.detail,
                              cq.reason == "bloom_hit", (cq, cl))
     sub = message_filter.subscription
     if sub is None:

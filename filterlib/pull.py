@@ -17,11 +17,12 @@ import numpy as np
 from numba import njit
 
 from filterlib import message_filter as mf
+from filterlib import vocabulary as vocab
 from filterlib.engine.decide import OUTCOMES, Decisions, Units, client_decode_layer, decide_units
 
 CQ_UNIT_SIZE = 20
-_CQ_DROPS = np.array([OUTCOMES.index(mf.TAG_HASH_MISS), OUTCOMES.index(mf.BLOOM_MISS)], dtype=np.int8)
-_CL_DROPS = np.array([OUTCOMES.index(o) for o in (mf.SQL_FALSE, mf.SQL_NULL, mf.SQL_ERROR)], dtype=np.int8)
+_CQ_DROPS = np.array([OUTCOMES.index(o.name) for o in vocab.OUTCOMES if o.layer == vocab.CONSUME_QUEUE], dtype=np.int8)
+_CL_DROPS = np.array([OUTCOMES.index(o.name) for o in vocab.OUTCOMES if o.layer == vocab.COMMIT_LOG], dtype=np.int8)
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 
 FOUND = 0

@@ -35,6 +35,7 @@ from filterlib.store.commitlog import parse_delay_levels
 from filterlib.store.scan import iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
+from filterlib.tables import CONSUMER_FILTERS, DUMP_FILES, DUMPS
 from jobs.cli import (
     ROOT,
     InputError,
@@ -64,9 +65,9 @@ from jobs.decode_tasks import (
     messages,
     parse_report,
     queue_units,
-    spark_ddl,
 )
 from jobs.delta_io import read_dump, replace_dump
+from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,16 +81,9 @@ QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
 CQ_STATS = ["dump_id", *QUEUE_KEY, "commit_log_offset"]
 MESSAGES_STATS = ["dump_id", "commit_log_offset", *QUEUE_KEY, "store_timestamp"]
 """The columns Delta keeps file statistics for (what lookups filter on; see delta_io.replace_dump)."""
-DUMP_FILES_DDL = ("dump_id string, path string, kind string, file_base long, size long, records long, "
-                  "decoded_bytes long, blank_bytes long, zero_tail_bytes long, damaged_bytes long, valid_end long, "
-                  "end_kind string, damage_offset long, damage_global_offset long, damage_length long, "
-                  "damage_reason string, splits int, whole_file_fallback boolean")
-DUMPS_DDL = ("dump_id string, store string, broker_conf string, subscriptions string, built_at long, files int, "
-             "bytes long, records long, units long, queues int, broker_version string")
-FILTERS_DDL = ("dump_id string, consumer_group string, topic string, expression string, expression_type string, "
-               "client_version long, born_time long, dead_time long, dead boolean, source string, "
-               "registered boolean, compiled boolean, compile_error string, bloom_bit_pos array<int>, "
-               "bloom_bit_num int")
+DUMP_FILES_DDL = table_ddl(DUMP_FILES)
+DUMPS_DDL = table_ddl(DUMPS)
+FILTERS_DDL = table_ddl(CONSUMER_FILTERS)
 
 
 

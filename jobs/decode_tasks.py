@@ -33,7 +33,8 @@ from filterlib.queuediff import diff_batch, read_dump_queue
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
-from filterlib.store.scan import SCHEMA, RangeScan, ScanOptions, SplitReport
+from filterlib.store.scan import RangeScan, ScanOptions, SplitReport
+from filterlib.tables import MESSAGES
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, keep_below long"
 UNITS_SCHEMA = pa.schema([pa.field("file_base", pa.int64()), pa.field("position", pa.int64()), *CQ_SCHEMA,
@@ -41,22 +42,13 @@ UNITS_SCHEMA = pa.schema([pa.field("file_base", pa.int64()), pa.field("position"
 """A split's units: the record's file and position, the unit, whether it is a multi-dispatch unit (its queue
 offset is the one it asks for, placed later by `filterlib.dispatch.place_queue`), and, on the split's last row
 only, its report."""
-MESSAGES_SCHEMA = SCHEMA.append(pa.field("body_error", pa.string()))
-"""The decoded record, and why the client's decode of its body fails (null where it decodes)."""
+MESSAGES_SCHEMA = MESSAGES.arrow(drop=("dump_id",))
+"""The decoded record (`filterlib.store.scan.SCHEMA`), and why the client's decode of its body fails (null where
+it decodes): the messages table without dump_id."""
 
 EXPORT_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("first_offset", pa.int64()),
                            ("units", pa.int64()), ("cq_files", pa.int32()), ("ext_files", pa.int32()),
                            ("bytes", pa.int64()), ("error", pa.string())])
-
-_SPARK_TYPES = {pa.int64(): "long", pa.int32(): "int", pa.string(): "string", pa.binary(): "binary",
-                pa.bool_(): "boolean", pa.map_(pa.string(), pa.string()): "map<string,string>",
-                pa.list_(pa.string()): "array<string>"}
-
-
-def spark_ddl(schema: pa.Schema) -> str:
-    """The Spark DDL of an Arrow schema made of the types the tasks emit."""
-    return ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in schema)
-
 
 @dataclasses.dataclass(frozen=True)
 class TaskContext:

@@ -25,7 +25,7 @@ from filterlib.simulate import (
 )
 from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
-from jobs.decode_tasks import spark_ddl
+from jobs.schemas import spark_ddl
 
 QUEUE_TASK_DDL = "topic string, queue_id int"
 QUEUE_META = [pa.field("topic", pa.string()), pa.field("queue_id", pa.int32()), pa.field("min_offset", pa.int64()),

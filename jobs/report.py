@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from filterlib import tags as tagmod
+from filterlib import vocabulary as vocab
 from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main
 from jobs.delta_io import check_dump_id, read_dump, table_path
 from jobs.report_html import OUTCOMES, render
@@ -37,8 +38,7 @@ TABLES = {"group_stats": "jobs.simulate_pull", "pull_decisions": "jobs.simulate_
           "messages": "jobs.build_queues", "consume_queue": "jobs.build_queues",
           "consumer_filters": "jobs.build_queues", "dump_files": "jobs.build_queues"}
 STATS_FIELDS = ["consumer_group", "topic", "subscription_index", "subscription_type", "expression", "path", "source",
-                "answer", "answer_remark", "answer_cause", "units_scanned", "delivered", "tag_hash_miss",
-                "tag_client_mismatch", "client_decode_failed", "bloom_miss", "sql_false", "sql_null", "sql_error",
+                "answer", "answer_remark", "answer_cause", "units_scanned", *(o.column for o in vocab.PIPELINE_ORDER),
                 "tag_collisions", "bloom_tested", "bloom_false_positives", "bloom_fp_rate", "configured_fp_rate",
                 "pulls", "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker"]
 FILE_FIELDS = ["path", "kind", "file_base", "size", "records", "decoded_bytes", "blank_bytes", "zero_tail_bytes",
@@ -173,7 +173,7 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
     decisions = table("pull_decisions")
     messages = table("messages")
     sc.setJobDescription(f"{PROG} {dump_id}: tag-hash collisions")
-    mismatch = decisions.where(F.col("outcome") == "TAG_CLIENT_MISMATCH")
+    mismatch = decisions.where(F.col("outcome") == vocab.TAG_CLIENT_MISMATCH)
     coll = (mismatch.where(F.col("reason") == "client_tag_mismatch")
             .select("consumer_group", "topic", "subscription_index", "expression", "commit_log_offset", "tags_code")
             .join(messages.select("commit_log_offset", F.col("tags").alias("message_tag")), "commit_log_offset",
@@ -200,7 +200,7 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
     err_class = F.regexp_extract(detail, ERROR_CLASS, 1)
     cause = F.regexp_extract(detail, CAUSE_CLASS, 1)
     sql_errors = _rows(
-        decisions.where(F.col("outcome") == "SQL_ERROR")
+        decisions.where(F.col("outcome") == vocab.SQL_ERROR)
         .select(F.when(err_class == "", F.lit("(no class)")).otherwise(err_class).alias("error_class"),
                 F.when(cause == "", F.lit(None)).otherwise(cause).alias("cause_class"),
                 "consumer_group", "topic", F.col("detail"))

@@ -28,28 +28,11 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-# The outcomes in pipeline order, the group_stats column of each, and a colour-blind-safe palette.
-OUTCOMES: list[tuple[str, str, str]] = [
-    ("DELIVERED", "delivered", "#1b9e77"),
-    ("TAG_HASH_MISS", "tag_hash_miss", "#7570b3"),
-    ("TAG_CLIENT_MISMATCH", "tag_client_mismatch", "#e7298a"),
-    ("CLIENT_DECODE_FAILED", "client_decode_failed", "#666666"),
-    ("BLOOM_MISS", "bloom_miss", "#66a61e"),
-    ("SQL_FALSE", "sql_false", "#a6761d"),
-    ("SQL_NULL", "sql_null", "#e6ab02"),
-    ("SQL_ERROR", "sql_error", "#d95f02"),
-]
-OUTCOME_HELP = {
-    "DELIVERED": "the consumer received it",
-    "TAG_HASH_MISS": "the broker's tag hash check on the consume queue dropped it",
-    "TAG_CLIENT_MISMATCH": "passed the hash, dropped by the client's exact tag check (hash collision or no tag)",
-    "CLIENT_DECODE_FAILED": "returned by the broker, lost in the client's decode: its body, or an earlier one of the "
-                            "same pull, does not inflate",
-    "BLOOM_MISS": "the ext unit's bloom bitmap said no: no SQL evaluation",
-    "SQL_FALSE": "the SQL92 selector evaluated to false",
-    "SQL_NULL": "the SQL92 selector evaluated to null (a property missing) or not a boolean",
-    "SQL_ERROR": "the SQL92 evaluation threw",
-}
+from filterlib import vocabulary as vocab
+
+OUTCOMES: list[tuple[str, str, str]] = [(o.name, o.column, o.colour) for o in vocab.PIPELINE_ORDER]
+"""The outcomes in pipeline order: name, group_stats column and colour (`filterlib.vocabulary`)."""
+OUTCOME_HELP = {o.name: o.words for o in vocab.OUTCOMES}
 FILE_PARTS: list[tuple[str, str, str]] = [
     ("decoded_bytes", "decoded", "#1b9e77"),
     ("blank_bytes", "blank filler", "#bdbdbd"),

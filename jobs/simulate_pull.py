@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from filterlib import brokerversion
+from filterlib import brokerversion, tables
 from filterlib import message_filter as mf
+from filterlib import vocabulary as vocab
 from filterlib.dispatch import registry_spec
 from filterlib.dumpregistry import RegistryLoad
 from filterlib.registry import now_ms
@@ -78,6 +79,7 @@ from jobs.pull_tasks import (
     read_dump_queues,
     replay_queues,
 )
+from jobs.schemas import table_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,45 +89,13 @@ PROG = "simulate_pull"
 log = job_logger(PROG)
 
 DUMP, REBUILT = "dump", "rebuilt"
-DECISION_KEY = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset"]
+DECISION_KEY = list(tables.PULL_DECISIONS.key[1:])
 DECISION_STATS = ["dump_id", *DECISION_KEY, "commit_log_offset", "outcome"]
 """The columns Delta keeps file statistics for (what explain and the report filter on; delta_io.replace_dump)."""
-DELIVERED_COLUMNS = [
-    ("dump_id", "string"), ("consumer_group", "string"), ("topic", "string"), ("subscription_index", "int"),
-    ("queue_id", "int"), ("queue_offset", "long"), ("commit_log_offset", "long"), ("pull_index", "int"),
-    ("msg_id", "string"), ("offset_msg_id", "string"), ("uniq_key", "string"), ("message_topic", "string"),
-    ("tags", "string"), ("keys", "string"), ("properties", "map<string,string>"), ("body", "binary"),
-    ("stored_body_size", "int"), ("store_size", "int"), ("sys_flag", "int"),
-    ("flag", "int"), ("born_timestamp", "long"), ("born_host", "string"), ("store_timestamp", "long"),
-    ("store_host", "string"), ("reconsume_times", "int")]
-STATS_COLUMNS = [
-    ("dump_id", "string"), ("consumer_group", "string"), ("topic", "string"), ("subscription_index", "int"),
-    ("subscription_type", "string"), ("expression", "string"), ("path", "string"), ("sub_version", "long"),
-    ("batch_size", "int"), ("source", "string"), ("answer", "string"), ("answer_remark", "string"),
-    ("answer_cause", "string"), ("filter_class", "string"), ("start", "string"), ("queues", "int"),
-    ("units_scanned", "long"), ("delivered", "long"), ("tag_hash_miss", "long"), ("tag_client_mismatch", "long"),
-    ("bloom_miss", "long"), ("sql_false", "long"), ("sql_null", "long"), ("sql_error", "long"),
-    ("client_decode_failed", "long"), ("tag_collisions", "long"), ("bloom_tested", "long"),
-    ("bloom_false_positives", "long"),
-    ("bloom_fp_rate", "double"), ("configured_fp_rate", "double"), ("sql_evaluations", "long"),
-    ("bytes_delivered", "long"), ("bytes_filtered_on_broker", "long"), ("pulls", "long"), ("empty_pulls", "long"),
-    ("found_pulls", "long")]
-DECISION_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_offset",
-                    "commit_log_offset", "size", "tags_code", "outcome", "layer", "reason", "cq_reason", "detail",
-                    "sql_value", "bloom_false_positive", "bloom_tested", "bloom_bitmap", "pull_index",
-                    "subscription_type", "expression"]
-PULL_COLUMNS = ["consumer_group", "topic", "subscription_index", "queue_id", "pull_index", "request_offset",
-                "status", "next_begin_offset", "message_count", "filter_message_count"]
-
-
-def _ddl(columns: list[tuple[str, str]]) -> str:
-    return ", ".join(f"{n} {t}" for n, t in columns)
-
-
-OUTCOME_COLUMNS = {mf.DELIVERED: "delivered", mf.TAG_HASH_MISS: "tag_hash_miss",
-                   mf.TAG_CLIENT_MISMATCH: "tag_client_mismatch", mf.BLOOM_MISS: "bloom_miss",
-                   mf.SQL_FALSE: "sql_false", mf.SQL_NULL: "sql_null", mf.SQL_ERROR: "sql_error",
-                   mf.CLIENT_DECODE_FAILED: "client_decode_failed"}
+DECISION_COLUMNS = tables.PULL_DECISIONS.names[1:]
+PULL_COLUMNS = tables.PULLS.names[1:]
+WHAT_IF_COLUMNS = tables.WHAT_IF.names[1:]
+"""The columns each table's rows are selected in, after dump_id (`filterlib.tables`)."""
 
 
 @dataclass
@@ -179,7 +149,7 @@ class Summary:
             if s["answer"] != mf.OK:
                 out.append(f"{head}: broker answers {s['answer']}: {s['answer_remark'] or s['answer_cause']}")
                 continue
-            drops = ", ".join(f"{k} {s[k]:,}" for k in OUTCOME_COLUMNS.values() if k != "delivered" and s[k])
+            drops = ", ".join(f"{k} {s[k]:,}" for k in vocab.OUTCOME_COLUMNS.values() if k != "delivered" and s[k])
             out.append(f"{head}: scanned {s['units_scanned']:,}, delivered {s['delivered']:,}"
                        f"{'; ' + drops if drops else ''}; {s['pulls']:,} pulls ({s['empty_pulls']:,} empty)")
             if s["tag_collisions"]:
@@ -458,7 +428,7 @@ def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], pulls: 
                "source": p.source, "answer": p.answer, "answer_remark": p.remark, "answer_cause": p.cause,
                "filter_class": p.filter_class, "start": inputs.start, "queues": queues.get(p.index, 0)}
         row["units_scanned"] = int(a.get("units_scanned") or 0)
-        for outcome, col in OUTCOME_COLUMNS.items():
+        for outcome, col in vocab.OUTCOME_COLUMNS.items():
             row[col] = int(a.get(outcome) or 0)
         for k in ("tag_collisions", "bloom_tested", "bloom_false_positives", "sql_evaluations", "bytes_delivered",
                   "bytes_filtered_on_broker"):
@@ -470,11 +440,6 @@ def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], pulls: 
             row[k] = int(q.get(k) or 0)
         rows.append(row)
     return rows
-
-
-WHAT_IF_COLUMNS = ["consumer_group", "topic", "queue_id", "queue_offset", "commit_log_offset", "change",
-                   "current_expression", "candidate_expression", "current_outcome", "candidate_outcome", "msg_id",
-                   "tags"]
 
 
 def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages: DataFrame, plans: list[Plan],
@@ -490,8 +455,8 @@ def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages
     cur = decisions.join(F.broadcast(pairs), decisions.plan == pairs.cur).select(
         "cand", *unit, F.col("commit_log_offset").alias("cur_clo"), F.col("outcome").alias("current_outcome"))
     both = cand.join(cur, ["cand", *unit], "full_outer")
-    got = F.coalesce(F.col("candidate_outcome") == mf.DELIVERED, F.lit(False))
-    had = F.coalesce(F.col("current_outcome") == mf.DELIVERED, F.lit(False))
+    got = F.coalesce(F.col("candidate_outcome") == vocab.DELIVERED, F.lit(False))
+    had = F.coalesce(F.col("current_outcome") == vocab.DELIVERED, F.lit(False))
     changed = both.withColumn("change", F.when(got & ~had, "gained").when(had & ~got, "lost")).where(
         F.col("change").isNotNull()).withColumn("commit_log_offset", F.coalesce("cand_clo", "cur_clo"))
     names = spark.createDataFrame([(i, plans[i].group, plans[c].expression, plans[i].expression)
@@ -606,16 +571,16 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: count the decisions")
     written = read_dump(spark, wh, "pull_decisions", inputs.dump_id)
-    outcome_aggs = [F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in OUTCOME_COLUMNS]
-    broker_drop = F.col("layer").isin(mf.CONSUME_QUEUE, mf.COMMIT_LOG) & (F.col("outcome") != mf.DELIVERED)
+    outcome_aggs = [F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in vocab.OUTCOME_COLUMNS]
+    broker_drop = F.col("layer").isin(vocab.CONSUME_QUEUE, vocab.COMMIT_LOG) & (F.col("outcome") != vocab.DELIVERED)
     agg_rows = written.groupBy(F.col("subscription_index").alias("plan")).agg(
         F.count(F.lit(1)).alias("units_scanned"), *outcome_aggs,
-        F.sum(((F.col("outcome") == mf.TAG_CLIENT_MISMATCH) & (F.col("reason") == "client_tag_mismatch"))
+        F.sum(((F.col("outcome") == vocab.TAG_CLIENT_MISMATCH) & (F.col("reason") == "client_tag_mismatch"))
               .cast("long")).alias("tag_collisions"),
         F.sum(F.col("bloom_tested").cast("long")).alias("bloom_tested"),
         F.sum(F.col("bloom_false_positive").cast("long")).alias("bloom_false_positives"),
         F.sum(F.col("sql_value").isNotNull().cast("long")).alias("sql_evaluations"),
-        F.sum(F.when(F.col("outcome") == mf.DELIVERED, F.col("size")).otherwise(0)).alias("bytes_delivered"),
+        F.sum(F.when(F.col("outcome") == vocab.DELIVERED, F.col("size")).otherwise(0)).alias("bytes_delivered"),
         F.sum(F.when(broker_drop, F.col("size")).otherwise(0)).alias("bytes_filtered_on_broker")).collect()
     agg = {r["plan"]: r.asDict() for r in agg_rows}
     pull_rows = read_dump(spark, wh, "pulls", inputs.dump_id).groupBy(F.col("subscription_index").alias("plan")).agg(
@@ -626,20 +591,20 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     queues = {k: int(v["queues"]) for k, v in pulls.items()}
     summary.stats = _stats_rows(inputs, plans, agg, pulls, queues)
     summary.decisions = sum(int(r["units_scanned"]) for r in agg.values())
-    summary.delivered = sum(int(r[mf.DELIVERED] or 0) for r in agg.values())
+    summary.delivered = sum(int(r[vocab.DELIVERED] or 0) for r in agg.values())
     summary.pulls = sum(int(r["pulls"]) for r in pulls.values())
     log.info("decided: %d units, %d delivered, %d pulls", summary.decisions, summary.delivered, summary.pulls)
 
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write delivered_messages")
-    delivered = written.where(F.col("outcome") == mf.DELIVERED).select(
+    delivered = written.where(F.col("outcome") == vocab.DELIVERED).select(
         "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
         "pull_index").join(_consumer_bodies(messages), "commit_log_offset")
     delivered = delivered.withColumn("msg_id", F.coalesce("uniq_key", "offset_msg_id")).select(
-        dump_id, *[n for n, _ in DELIVERED_COLUMNS[1:]])
+        dump_id, *tables.DELIVERED_MESSAGES.names[1:])
     summary.tables["delivered_messages"] = replace_dump(delivered.sortWithinPartitions(*DECISION_KEY), wh,
                                                         "delivered_messages", inputs.dump_id, DECISION_STATS[:-1])
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write group_stats")
-    stats_df = spark.createDataFrame(summary.stats, _ddl(STATS_COLUMNS))
+    stats_df = spark.createDataFrame(summary.stats, table_ddl(tables.GROUP_STATS))
     summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", inputs.dump_id)
     if cand_plans:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")

@@ -14,26 +14,23 @@ import numpy as np
 import pyarrow as pa
 
 from filterlib import message_filter as mf
+from filterlib import vocabulary as vocab
 from filterlib.engine.columns import MISSING, extract_properties
 from filterlib.engine.engine import Engine
 from filterlib.engine.queue_layer import client_check, tag_hash_check
 from filterlib.engine.results import ERROR, TRUE
 from filterlib.errors import BrokerFilterError
 
-OUTCOMES = (mf.DELIVERED, mf.TAG_HASH_MISS, mf.TAG_CLIENT_MISMATCH, mf.BLOOM_MISS, mf.SQL_FALSE, mf.SQL_NULL,
-            mf.SQL_ERROR, mf.CLIENT_DECODE_FAILED)
-LAYERS = (mf.CONSUME_QUEUE, mf.COMMIT_LOG, mf.CLIENT)
-REASONS = ("no_subscription", "class_filter", "tag_code_null", "sub_all", "tag_hash_hit", "tag_hash_miss",
-           "no_filter_data", "no_bloom_data", "ext_null", "not_in_live", "bitmap_null", "bloom_data_invalid",
-           "bitmap_length_mismatch", "bloom_error", "bloom_hit", "bloom_miss", "tag_type", "sql_false", "sql_true",
-           "sql_null", "sql_error", "client_keep_all", "client_no_tags", "client_tag_match", "client_tag_mismatch",
-           "client_decode_failed", "client_decode_lost")
+OUTCOMES = vocab.OUTCOME_NAMES
+LAYERS = vocab.LAYERS
+REASONS = vocab.REASONS
 _O = {name: i for i, name in enumerate(OUTCOMES)}
 _L = {name: i for i, name in enumerate(LAYERS)}
 _R = {name: i for i, name in enumerate(REASONS)}
 _SQL_REASON = np.array([_R["sql_false"], _R["sql_true"], _R["sql_null"], _R["sql_error"]], dtype=np.int8)
 _SQL_TEXT = ("FALSE", "TRUE", "NULL")
-_SQL_OUTCOME = np.array([_O[mf.SQL_FALSE], _O[mf.DELIVERED], _O[mf.SQL_NULL], _O[mf.SQL_ERROR]], dtype=np.int8)
+_SQL_OUTCOME = np.array([_O[vocab.SQL_FALSE], _O[vocab.DELIVERED], _O[vocab.SQL_NULL], _O[vocab.SQL_ERROR]],
+                        dtype=np.int8)
 
 
 @dataclass
@@ -89,7 +86,7 @@ class Decisions:
         if i in self.client_errors:
             return self.client_errors[i]
         s = int(self.sql_state[i])
-        if s < 0 or self.layer[i] != _L[mf.COMMIT_LOG]:
+        if s < 0 or self.layer[i] != _L[vocab.COMMIT_LOG]:
             return None
         return self.sql_errors[i] if s == ERROR else _SQL_TEXT[s]
 
@@ -97,7 +94,7 @@ class Decisions:
         """`detail` of each unit in rows as one Arrow string array, set-at-a-time (error texts looked up only for
         the ERROR rows)."""
         state = self.sql_state[rows]
-        shown = (state >= 0) & (self.layer[rows] == _L[mf.COMMIT_LOG])
+        shown = (state >= 0) & (self.layer[rows] == _L[vocab.COMMIT_LOG])
         codes = np.where(shown, state, -1).astype(np.int32)
         errors = np.flatnonzero(codes == ERROR)
         texts = list(_SQL_TEXT)
@@ -247,21 +244,21 @@ def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, u: Units, rows: np.
 def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | None = None) -> Decisions:
     """Both broker layers and the client re-check on every unit: the first layer that drops a unit decides."""
     n = len(u)
-    outcome = np.full(n, _O[mf.DELIVERED], dtype=np.int8)
-    layer = np.full(n, _L[mf.CONSUME_QUEUE], dtype=np.int8)
+    outcome = np.full(n, _O[vocab.DELIVERED], dtype=np.int8)
+    layer = np.full(n, _L[vocab.CONSUME_QUEUE], dtype=np.int8)
     sql_state = np.full(n, -1, dtype=np.int8)
     bloom_fp = np.zeros(n, dtype=bool)
     cq_ok, reason = consume_queue_layer(f, u)
     cq_reason = reason.copy()
-    outcome[~cq_ok] = np.where(reason[~cq_ok] == _R["bloom_miss"], np.int8(_O[mf.BLOOM_MISS]),
-                               np.int8(_O[mf.TAG_HASH_MISS]))
+    outcome[~cq_ok] = np.where(reason[~cq_ok] == _R["bloom_miss"], np.int8(_O[vocab.BLOOM_MISS]),
+                               np.int8(_O[vocab.TAG_HASH_MISS]))
     rows = np.flatnonzero(cq_ok)
     errors: dict[int, str] = {}
     if len(rows) == 0:
         return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
     cl = commit_log_layer(f, u, rows, engine_cache)
     bloom_hit = reason[rows] == _R["bloom_hit"]
-    layer[rows] = _L[mf.COMMIT_LOG]
+    layer[rows] = _L[vocab.COMMIT_LOG]
     reason[rows] = cl.reason
     sql_state[rows] = cl.sql_state
     errors = {int(rows[i]): text for i, text in cl.errors.items()}
@@ -275,18 +272,18 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
         return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
     tags = u.tags if len(passed) == n else u.tags.take(pa.array(passed))
     keep = client_check(tags, sub)
-    layer[passed] = _L[mf.CLIENT]
+    layer[passed] = _L[vocab.CLIENT]
     if not sub.tags or sub.class_filter_mode:
         reason[passed] = _R["client_keep_all"]
     else:
         missing = np.asarray(tags.is_null(), dtype=bool)
         reason[passed] = np.where(missing, np.int8(_R["client_no_tags"]),
                                   np.where(keep, np.int8(_R["client_tag_match"]), np.int8(_R["client_tag_mismatch"])))
-    outcome[passed[~keep]] = _O[mf.TAG_CLIENT_MISMATCH]
+    outcome[passed[~keep]] = _O[vocab.TAG_CLIENT_MISMATCH]
     return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
 
 
-_RETURNED = np.array([_O[mf.DELIVERED], _O[mf.TAG_CLIENT_MISMATCH]], dtype=np.int8)
+_RETURNED = np.array([_O[vocab.DELIVERED], _O[vocab.TAG_CLIENT_MISMATCH]], dtype=np.int8)
 
 
 def client_decode_layer(d: Decisions, unit_call: np.ndarray, decode_errors: pa.Array | None,
@@ -306,8 +303,8 @@ def client_decode_layer(d: Decisions, unit_call: np.ndarray, decode_errors: pa.A
     index = np.arange(n)
     lost = returned & (index >= first[np.maximum(unit_call, 0)])
     failing = lost & (index == first[np.maximum(unit_call, 0)])
-    d.outcome[lost] = _O[mf.CLIENT_DECODE_FAILED]
-    d.layer[lost] = _L[mf.CLIENT]
+    d.outcome[lost] = _O[vocab.CLIENT_DECODE_FAILED]
+    d.layer[lost] = _L[vocab.CLIENT]
     d.reason[lost] = np.where(failing[lost], np.int8(_R["client_decode_failed"]), np.int8(_R["client_decode_lost"]))
     errors = decode_errors.to_pylist() if failing.any() else []
     for i in np.flatnonzero(lost).tolist():

@@ -1,0 +1,345 @@
+"""Every Delta table the jobs write, column by column: name, Arrow type and a one-line meaning, defined once.
+
+The jobs take their Arrow schemas, Spark DDL (`jobs.schemas`) and column order from here, and the column tables of
+docs/build_queues.md and docs/simulate_pull.md are made from here (`python -m filterlib.tables` rewrites them;
+tests/test_tables.py fails when they differ). Where a producer in filterlib owns a table's Arrow types
+(consume_queue: `filterlib.dispatch.CQ_SCHEMA`; queue_diff: `filterlib.queuediff.DIFF_SCHEMA`; messages:
+`filterlib.store.scan.SCHEMA`), this module adds only `dump_id` and the meanings, and refuses a column without one.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from filterlib import vocabulary as vocab
+from filterlib.dispatch import CQ_SCHEMA
+from filterlib.queuediff import DIFF_SCHEMA
+from filterlib.store.scan import SCHEMA as SCAN_SCHEMA
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, Arrow type and what it holds, in one line."""
+
+    name: str
+    type: pa.DataType
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """One Delta table: its name, what a row is, its key (empty: none stated) and its columns in written order."""
+
+    name: str
+    grain: str
+    key: tuple[str, ...]
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """The column names in order."""
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        """The column called `name`."""
+        return next(c for c in self.columns if c.name == name)
+
+    def arrow(self, drop: Sequence[str] = ()) -> pa.Schema:
+        """The table's Arrow schema, without the columns in `drop`."""
+        return pa.schema([pa.field(c.name, c.type) for c in self.columns if c.name not in drop])
+
+    def markdown(self) -> str:
+        """The table's column table for docs/: a row per column with its SQL type and meaning."""
+        rows = [f"| {c.name} | {sql_type(c.type)} | {c.doc} |" for c in self.columns]
+        return "\n".join(["| column | type | meaning |", "| --- | --- | --- |", *rows])
+
+
+_SQL_TYPES = {pa.int64(): "long", pa.int32(): "int", pa.string(): "string", pa.binary(): "binary",
+              pa.bool_(): "boolean", pa.float64(): "double", pa.map_(pa.string(), pa.string()): "map<string,string>",
+              pa.list_(pa.string()): "array<string>", pa.list_(pa.int32()): "array<int>"}
+
+
+def sql_type(t: pa.DataType) -> str:
+    """The Spark / Delta SQL name of an Arrow type the tables use."""
+    return _SQL_TYPES[t]
+
+
+def described(schema: pa.Schema, docs: Mapping[str, str]) -> tuple[Column, ...]:
+    """A producer's Arrow schema as columns with meanings; ValueError when a column lacks one or a meaning lacks
+    its column."""
+    if list(docs) != schema.names:
+        raise ValueError(f"meanings {list(docs)} do not match the schema's columns {schema.names}")
+    return tuple(Column(f.name, f.type, docs[f.name]) for f in schema)
+
+
+def _cols(*specs: tuple[str, pa.DataType, str]) -> tuple[Column, ...]:
+    return tuple(Column(*s) for s in specs)
+
+
+STR, INT, LONG, BOOL, BIN, DBL = pa.string(), pa.int32(), pa.int64(), pa.bool_(), pa.binary(), pa.float64()
+PROPS = pa.map_(pa.string(), pa.string())
+DUMP_ID = Column("dump_id", STR, "the dump's name")
+
+MESSAGES = Table("messages", "one row per CommitLog record (blank fillers excluded)",
+                 ("dump_id", "commit_log_offset"), (
+    DUMP_ID, *described(SCAN_SCHEMA, {
+        "position": "global offset where the record was found (file base + position in the file)",
+        "store_size": "TOTALSIZE",
+        "magic_code": "MAGICCODE (v1 or v2)",
+        "body_crc": "BODYCRC",
+        "queue_id": "QUEUEID",
+        "flag": "FLAG",
+        "queue_offset": "QUEUEOFFSET",
+        "commit_log_offset": "PHYSICALOFFSET",
+        "sys_flag": "SYSFLAG",
+        "born_timestamp": "BORNTIMESTAMP (ms)",
+        "born_host": "BORNHOST as `ip:port` (`[v6]:port`)",
+        "store_timestamp": "STORETIMESTAMP (ms)",
+        "store_host": "STOREHOSTADDRESS",
+        "reconsume_times": "RECONSUMETIMES",
+        "prepared_transaction_offset": "PREPARED TRANSACTION OFFSET",
+        "body": "the body as stored (compressed when sys_flag says so)",
+        "topic": "TOPIC",
+        "properties": "PROPERTIES as the broker parses them (empty values dropped)",
+        "tags": "TAGS property",
+        "keys": "KEYS property",
+        "uniq_key": "UNIQ_KEY property",
+        "tags_code": "the tagsCode the dispatch computes (TAGS hash, or delivery time in SCHEDULE_TOPIC_XXXX)",
+        "offset_msg_id": "the offset message id (store host + offset, hex)",
+    }),
+    Column("body_error", STR, "why the consumer's client cannot decode this record's body, as `JavaClass: message` (a "
+                            "compressed body that does not inflate with the client's Compressor, or type bits that "
+                            "name no codec); null when it decodes. A pull that returns such a message loses it and "
+                            f"every later message of that pull (job 2's `{vocab.CLIENT_DECODE_FAILED}`)")))
+
+CONSUME_QUEUE = Table("consume_queue", "one row per consume-queue unit", ("dump_id", "topic", "queue_id",
+                                                                        "queue_offset"), (
+    DUMP_ID, *described(CQ_SCHEMA, {
+        "topic": "the unit's topic",
+        "queue_id": "the unit's queue",
+        "queue_offset": "the unit's offset in its queue",
+        "commit_log_offset": "the record's commit log offset",
+        "size": "the record's TOTALSIZE",
+        "tags_code": "the real tagsCode (the CQ file holds the ext address instead when ext is on)",
+        "msg_store_time": "the ext unit's store time; null without an ext unit",
+        "filter_bitmap": "the ext unit's bitmap (ceil(m/8) bytes); null without one (see the rule above)",
+    })))
+
+CONSUMER_FILTERS = Table("consumer_filters", "one row per (group, topic) SQL92 registration",
+                         ("dump_id", "consumer_group", "topic"), (DUMP_ID, *_cols(
+    ("consumer_group", STR, "the registration's group"),
+    ("topic", STR, "the registration's topic"),
+    ("expression", STR, "the selector as registered"),
+    ("expression_type", STR, "the selector's type as registered"),
+    ("client_version", LONG, "the registered client version"),
+    ("born_time", LONG, "bornTime as in the dump's file; 0 for registrations taken from the subscriptions file "
+                        "(only when the dump has no registry)"),
+    ("dead_time", LONG, "deadTime as in the dump's file"),
+    ("dead", BOOL, "as in the dump's file (the broker's load marks every record dead; dead records still filter)"),
+    ("source", STR, "`consumerFilter.json` or `subscriptions`"),
+    ("registered", BOOL, "in the registry the bitmaps use (false: a subscriptions-file selector the broker would "
+                      "refuse)"),
+    ("compiled", BOOL, "whether the selector compiles"),
+    ("compile_error", STR, "the first line of the compile error, else null"),
+    ("bloom_bit_pos", pa.list_(INT), "the bloom data: bit positions of `group#topic`"),
+    ("bloom_bit_num", INT, "the bloom data: m, the bitmap's bit count"))))
+
+DUMP_FILES = Table("dump_files", "one row per commitlog file read", ("dump_id", "path"), (DUMP_ID, *_cols(
+    ("path", STR, "the file relative to the store root (`commitlog/<20 digits>`)"),
+    ("kind", STR, "`commitlog`"),
+    ("file_base", LONG, "the file's global start offset (its name)"),
+    ("size", LONG, "bytes; size = decoded_bytes + blank_bytes + zero_tail_bytes + damaged_bytes"),
+    ("records", LONG, "records decoded (before the valid end)"),
+    ("decoded_bytes", LONG, "bytes of the decoded records"),
+    ("blank_bytes", LONG, "bytes of the BLANK filler"),
+    ("zero_tail_bytes", LONG, "bytes of unwritten zeros at the end"),
+    ("damaged_bytes", LONG, "bytes from the first damage up to the last non-zero byte"),
+    ("valid_end", LONG, "file offset where valid data ends"),
+    ("end_kind", STR, "`blank` (BLANK filler), `eof`, `zero_tail` (unwritten zeros) or `fail` (damage)"),
+    ("damage_offset", LONG, "the first damage's file offset (null: no damage)"),
+    ("damage_global_offset", LONG, "the first damage's global offset"),
+    ("damage_length", LONG, "the first damage's bytes up to the last non-zero byte"),
+    ("damage_reason", STR, "why the first damage is damage"),
+    ("splits", INT, "byte ranges the file was read in"),
+    ("whole_file_fallback", BOOL, "the splits lost sync and the file was decoded again as one range"))))
+
+DUMPS = Table("dumps", "one row per dump", ("dump_id",), (DUMP_ID, *_cols(
+    ("store", STR, "the store: the absolute path, or the URI without its query and credentials"),
+    ("broker_conf", STR, "the broker.conf's absolute path, or null"),
+    ("subscriptions", STR, "the subscriptions file's absolute path, or null"),
+    ("built_at", LONG, "when job 1 finished (epoch ms)"),
+    ("files", INT, "commitlog files read"),
+    ("bytes", LONG, "their bytes"),
+    ("records", LONG, "records decoded"),
+    ("units", LONG, "consume-queue units rebuilt"),
+    ("queues", INT, "queues rebuilt"),
+    ("broker_version", STR, "the `--broker-version` the dump was replayed as (job 2's default); null in rows "
+                            "written before the column existed"))))
+
+QUEUE_DIFF = Table("queue_diff", "one row per unit where the rebuild and the dump's own queues differ (`--verify`)",
+                   ("dump_id", "topic", "queue_id", "queue_offset"), (DUMP_ID, *described(DIFF_SCHEMA, {
+    "topic": "the unit's topic",
+    "queue_id": "the unit's queue",
+    "queue_offset": "the unit's offset",
+    "kind": "`missing` (only the rebuild has it), `extra` (only the dump's queue has it) or `differs`",
+    "fields": "for `differs`, the columns that disagree (commit_log_offset, size, tags_code, msg_store_time, "
+              "filter_bitmap); empty otherwise",
+    "dump_commit_log_offset": "the dump's unit's commit log offset (null where it has no unit)",
+    "rebuild_commit_log_offset": "the rebuilt unit's commit log offset (null where it has no unit)",
+    "dump_size": "the dump's unit's size",
+    "rebuild_size": "the rebuilt unit's size",
+    "dump_cq_tags_field": "the dump's consume-queue unit's own tagsCode field (an ext address when ext is on)",
+    "dump_tags_code": "the tagsCode the dump gives the filter (null when its ext address resolves to no unit)",
+    "rebuild_tags_code": "the tagsCode the rebuild gives the filter",
+    "dump_msg_store_time": "the dump's ext unit's store time (null without an ext unit)",
+    "rebuild_msg_store_time": "the rebuilt ext unit's store time (null without an ext unit)",
+    "dump_filter_bitmap": "the dump's ext unit's bitmap (null without one)",
+    "rebuild_filter_bitmap": "the rebuilt ext unit's bitmap (null without one)",
+    "explained": "true only for a bitmap-only difference the rule accounts for",
+    "reason": "why, one clause per differing field (separated by a vertical bar); for a bitmap, the rule's verdict "
+              "and the records it cites",
+})))
+
+_SUB = _cols(("consumer_group", STR, "the subscription's group"),
+             ("topic", STR, "the subscription's topic"),
+             ("subscription_index", INT, "the subscription's number in this run"))
+_SUB_TYPE = _cols(("subscription_type", STR, "the subscription's type"),
+                  ("expression", STR, "the subscription's expression"))
+_outcomes = ", ".join(vocab.OUTCOME_NAMES)
+_layers = ", ".join(vocab.LAYERS)
+
+PULL_DECISIONS = Table("pull_decisions", "one row per (subscription, unit it scanned)",
+                       ("dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset"), (
+    DUMP_ID, *_SUB, *_cols(
+        ("queue_id", INT, "the consume-queue unit's queue"),
+        ("queue_offset", LONG, "the consume-queue unit's offset"),
+        ("commit_log_offset", LONG, "the unit's message"),
+        ("size", INT, "the unit's message size (CQ unit)"),
+        ("tags_code", LONG, "the tagsCode the filter got (null: the broker's null, an ext unit that could not be "
+                            "read)"),
+        ("outcome", STR, f"{_outcomes} (`filterlib.vocabulary`; {vocab.CLIENT_DECODE_FAILED}: the broker returned "
+                         "it, the client's decode of the pull lost it, see below)"),
+        ("layer", STR, f"the layer that decided: {_layers}"),
+        ("reason", STR, "the branch that decided (e.g. tag_hash_miss, bloom_miss, sql_error, client_tag_mismatch, "
+                      "client_decode_failed, client_decode_lost)"),
+        ("cq_reason", STR, "the consume-queue layer's branch (tag_hash_hit, bloom_hit, not_in_live, no_bloom_data, "
+                           "...)"),
+        ("detail", STR, "where the commit-log layer decided: TRUE / FALSE / NULL, or `JavaClass: message` of an "
+                      f"evaluation error; for {vocab.CLIENT_DECODE_FAILED}, the body's decode error, or which earlier "
+                      "message of the pull failed"),
+        ("sql_value", STR, "TRUE, FALSE, NULL or ERROR wherever SQL92 was evaluated, null elsewhere"),
+        ("bloom_false_positive", BOOL, "the bloom test passed and SQL92 then dropped the message"),
+        ("bloom_tested", BOOL, "the consume-queue layer read the unit's bitmap"),
+        ("bloom_bitmap", BIN, "that bitmap (only where bloom_tested)"),
+        ("pull_index", INT, "the pull of this queue that scanned the unit (0-based)")), *_SUB_TYPE))
+
+PULLS = Table("pulls", "one row per pull",
+              ("dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "pull_index"), (
+    DUMP_ID, *_SUB, *_cols(
+        ("queue_id", INT, "the queue pulled"),
+        ("pull_index", INT, "the pull's number in this queue (0-based)"),
+        ("request_offset", LONG, "the offset the pull asked for"),
+        ("status", STR, "FOUND, NO_MATCHED_MESSAGE, NO_MESSAGE_IN_QUEUE, OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE or "
+                      "OFFSET_OVERFLOW_BADLY, as getMessage returns it"),
+        ("next_begin_offset", LONG, "where the next pull starts"),
+        ("message_count", INT, "messages returned by the broker"),
+        ("filter_message_count", INT, "messages dropped by the commit-log layer"))))
+
+DELIVERED_MESSAGES = Table("delivered_messages", "one row per message a group received",
+                           ("dump_id", "consumer_group", "subscription_index", "commit_log_offset"), (
+    DUMP_ID, *_SUB, *_cols(
+        ("queue_id", INT, "the unit's queue"),
+        ("queue_offset", LONG, "the unit's offset"),
+        ("commit_log_offset", LONG, "the message's commit log offset"),
+        ("pull_index", INT, "the pull that returned it"),
+        ("msg_id", STR, "`getMsgId()`: the UNIQ_KEY, else the offset msg id"),
+        ("offset_msg_id", STR, "store host, port and commit log offset"),
+        ("uniq_key", STR, "UNIQ_KEY property"),
+        ("message_topic", STR, "the record's topic")),
+    *(MESSAGES.column(n) for n in ("tags", "keys", "properties")), *_cols(
+        ("body", BIN, "the body, decompressed as the client does"),
+        ("stored_body_size", INT, "the body's size as stored")),
+    *(MESSAGES.column(n) for n in ("store_size", "sys_flag", "flag", "born_timestamp", "born_host", "store_timestamp",
+                                   "store_host", "reconsume_times"))))
+
+GROUP_STATS = Table("group_stats", "one row per subscription", ("dump_id", "consumer_group", "topic",
+                                                                "subscription_index"), (
+    DUMP_ID, *_SUB, *_SUB_TYPE, *_cols(
+        ("path", STR, "how the broker gets it: posted or registered"),
+        ("sub_version", LONG, "the subscription version the pull carries"),
+        ("batch_size", INT, "messages per pull"),
+        ("source", STR, "where it came from (`subscriptions` file or `consumerFilter.json`)"),
+        ("answer", STR, "the broker's pre-read answer"),
+        ("answer_remark", STR, "the broker's response remark"),
+        ("answer_cause", STR, "the FilterAPI error behind SUBSCRIPTION_PARSE_FAILED"),
+        ("filter_class", STR, "when OK, the filter class the broker pulls with"),
+        ("start", STR, "earliest or committed"),
+        ("queues", INT, "queues pulled"),
+        ("units_scanned", LONG, "units the pulls scanned")),
+    *(Column(o.column, LONG, f"units {o.name}: {o.words}") for o in vocab.OUTCOMES), *_cols(
+        ("tag_collisions", LONG, "messages that passed the tag hash with another tag (String.hashCode collisions)"),
+        ("bloom_tested", LONG, "bitmaps read"),
+        ("bloom_false_positives", LONG, "bloom tests passed that SQL92 then dropped"),
+        ("bloom_fp_rate", DBL, "false positives / (false positives + bloom misses)"),
+        ("configured_fp_rate", DBL, "maxErrorRateOfBloomFilter"),
+        ("sql_evaluations", LONG, "SQL92 evaluations the commit-log layer made"),
+        ("bytes_delivered", LONG, "sizes of the delivered units"),
+        ("bytes_filtered_on_broker", LONG, "sizes of the units the broker's two layers dropped (never sent)"),
+        ("pulls", LONG, "pulls made"),
+        ("empty_pulls", LONG, "pulls that returned no message"),
+        ("found_pulls", LONG, "pulls with status FOUND"))))
+
+WHAT_IF = Table("what_if", "one row per unit a candidate gains or loses (only written by a run with `--what-if`)",
+                (), (DUMP_ID, *_cols(
+    ("consumer_group", STR, "the group whose subscription the candidate replaces"),
+    ("topic", STR, "the unit's topic"),
+    ("queue_id", INT, "the unit's queue"),
+    ("queue_offset", LONG, "the unit's offset"),
+    ("commit_log_offset", LONG, "the unit's message"),
+    ("change", STR, "gained or lost"),
+    ("current_expression", STR, "the group's current expression"),
+    ("candidate_expression", STR, "the candidate expression"),
+    ("current_outcome", STR, "the current subscription's outcome (null: it did not pull the unit)"),
+    ("candidate_outcome", STR, "the candidate's outcome"),
+    ("msg_id", STR, "the UNIQ_KEY, else the offset msg id"),
+    ("tags", STR, "TAGS property"))))
+
+JOB1 = (MESSAGES, CONSUME_QUEUE, CONSUMER_FILTERS, DUMP_FILES, DUMPS, QUEUE_DIFF)
+JOB2 = (PULL_DECISIONS, PULLS, DELIVERED_MESSAGES, GROUP_STATS, WHAT_IF)
+TABLES: dict[str, Table] = {t.name: t for t in (*JOB1, *JOB2)}
+DOCS = {"docs/build_queues.md": JOB1, "docs/simulate_pull.md": JOB2}
+"""Which doc holds which tables' column tables."""
+
+_BLOCK = re.compile(r"<!-- columns: (\w+) -->\n.*?<!-- end columns -->", re.S)
+
+
+def render_docs(text: str) -> str:
+    """A doc's text with every `<!-- columns: NAME -->` … `<!-- end columns -->` block made from TABLES."""
+    return _BLOCK.sub(lambda m: f"<!-- columns: {m[1]} -->\n{TABLES[m[1]].markdown()}\n<!-- end columns -->", text)
+
+
+def documented(text: str) -> list[str]:
+    """The tables whose column blocks a doc holds, in order."""
+    return _BLOCK.findall(text)
+
+
+def main(root: str = ".") -> int:
+    """Rewrite the docs' column tables from TABLES; prints the files that changed."""
+    for rel in DOCS:
+        path = Path(root) / rel
+        old = path.read_text(encoding="utf-8")
+        new = render_docs(old)
+        if new != old:
+            path.write_text(new, encoding="utf-8")
+            print(f"rewrote {rel}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
