@@ -72,6 +72,11 @@ final class StoreBroker {
         } else {
             store = new DefaultMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
                 controller.getTopicConfigManager().getTopicConfigTable());
+            storeConfig.setRocksdbCQDoubleWriteEnable(bool(s, "rocksdbCQDoubleWriteEnable", false));
+            if (storeConfig.isRocksdbCQDoubleWriteEnable()) {
+                // as initializeMessageStore: file queues plus RocksDB queues in the same consumequeue/ directory
+                store.enableRocksdbCQWrite();
+            }
         }
         controller.setMessageStore(store);
         store.getDispatcherList().addFirst(new CommitLogDispatcherCalcBitMap(brokerConfig, filters()));
@@ -97,6 +102,7 @@ final class StoreBroker {
         effectiveStore.put("enableLmq", storeConfig.isEnableLmq());
         effectiveStore.put("haListenPort", storeConfig.getHaListenPort());
         effectiveStore.put("storeType", storeConfig.getStoreType());
+        effectiveStore.put("rocksdbCQDoubleWriteEnable", storeConfig.isRocksdbCQDoubleWriteEnable());
     }
 
     private static void loadConfig(boolean ok, String name) {
