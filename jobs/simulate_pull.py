@@ -373,6 +373,10 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     summary.queues_source = source
     if source == DUMP:
         pairs = [q for q in _dump_queue_ids(store) if q[0] in topics]
+        if store.queue_kind == ROCKSDB:
+            summary.notes.append(f"{os.path.join(store.root, 'consumequeue')} is a RocksDB database "
+                                 f"(storeType=defaultRocksDB): its units carry no ext unit, so no bloom layer, and "
+                                 f"getMessage reads at most a batch of them per pull")
         _check_queues_found(spark, inputs, topics, {t for t, _ in pairs}, summary)
         summary.queues = len(pairs)
         if not pairs:
