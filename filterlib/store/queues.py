@@ -154,9 +154,11 @@ class RocksDBQueues:
         self.db.close()
 
     def __enter__(self) -> RocksDBQueues:
+        """The open database, closed on leaving the block."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the database."""
         self.close()
 
     def queue_ids(self) -> list[tuple[str, int]]:
@@ -175,36 +177,33 @@ class RocksDBQueues:
         phy, cq = struct.unpack_from(">qq", v)
         return phy, cq
 
-    def bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
-        """(getMinOffsetInQueue's start for the search, getMaxOffsetInQueue) from the offset table."""
+    def bounds(self, topic: str, queue_id: int) -> tuple[int | None, int]:
+        """(the min entry's queue offset when getMinCqOffset keeps it, else None; getMaxOffsetInQueue)."""
         mx = self._offset_entry(topic, queue_id, "max")
         mn = self._offset_entry(topic, queue_id, "min")
-        max_offset = mx[1] + 1 if mx else 0
-        return (mn[1] if mn else 0), max_offset
+        kept = mn[1] if mn is not None and mn[0] >= self.min_phy_offset else None
+        return kept, (mx[1] + 1 if mx else 0)
 
     def columns(self, topic: str, queue_id: int) -> QueueColumns:
         """The queue's units from its min offset up to its max offset or the first missing key."""
-        start, max_offset = self.bounds(topic, queue_id)
-        mn = self._offset_entry(topic, queue_id, "min")
+        kept_min, max_offset = self.bounds(topic, queue_id)
         prefix = _prefix(topic) + struct.pack(">i", queue_id) + _CTRL_1
         qos, vals = [], []
         it = self.db.iter()
         try:
-            it.seek(prefix + struct.pack(">q", max(0, start if mn and mn[0] >= self.min_phy_offset else 0)))
-            expect = None
+            it.seek(prefix + struct.pack(">q", kept_min or 0))
             while it.valid():
                 key = bytes(it.key())
                 if not key.startswith(prefix) or len(key) != len(prefix) + 8:
                     break
                 (qo,) = struct.unpack_from(">q", key, len(prefix))
-                if qo >= max_offset or (expect is not None and qo != expect):
+                if qo >= max_offset or (qos and qo != qos[-1] + 1):
                     break
                 value = bytes(it.value())
                 if len(value) < CQ_VALUE_SIZE:
                     break
                 qos.append(qo)
                 vals.append(value[:CQ_VALUE_SIZE])
-                expect = qo + 1
                 it.next()
         finally:
             del it
@@ -212,11 +211,9 @@ class RocksDBQueues:
                                                              ("time", ">i8")]))
         qo = np.asarray(qos, dtype=np.int64)
         phy = rec["offset"].astype(np.int64)
-        # getMinCqOffset: without a usable min entry, the first unit at or past the commit log's min offset
-        first = int(np.argmax(phy >= self.min_phy_offset)) if len(phy) and (phy >= self.min_phy_offset).any() \
-            else len(phy)
-        if mn is not None and mn[0] >= self.min_phy_offset:
-            first = 0
+        # getMinCqOffset: without a min entry it keeps, the first unit at or past the commit log's min offset
+        live = np.flatnonzero(phy >= self.min_phy_offset)
+        first = 0 if kept_min is not None else (int(live[0]) if len(live) else len(phy))
         return QueueColumns(qo[first:], phy[first:], rec["size"].astype(np.int64)[first:],
                             rec["tags"].astype(np.int64)[first:], rec["time"].astype(np.int64)[first:])
 
