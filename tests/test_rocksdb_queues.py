@@ -129,6 +129,18 @@ def test_decisions_pulls_and_deliveries_equal_the_real_pull_on_rocksdb(spark, ro
     assert max(spans) <= max(batch.values())
 
 
+def test_rebuilt_queues_of_a_rocksdb_dump_are_pulled_as_the_broker_pulls_its_own(spark, rocks) -> None:
+    """--queues rebuilt on a RocksDB dump: job 1 rebuilt it without ext units and job 2 pages the rebuild a batch
+    at a time, so every decision, pull and delivery still equals the real pull (this replaces tag_sql's tables)."""
+    summary = simulate_pull.run(spark, simulate_pull.validate(
+        simulate_pull.parser().parse_args(rocks["tag_sql"]["args"] + ["--queues", "rebuilt"])))
+    assert summary.queues_source == "rebuilt" and summary.decisions > 0
+    assert any("RocksDB" in n for n in summary.notes)
+    units, calls, msgs, problems = compare(spark, rocks["warehouse"], "tag_sql", rocks["tag_sql"]["truth"])
+    assert not problems, problems[:3]
+    assert units == summary.decisions and calls == summary.pulls
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_verify_finds_the_rebuild_equal_to_the_rocksdb_queues(rocks, name) -> None:
     verify = rocks[name]["built"].verify
