@@ -223,3 +223,19 @@ def test_a_file_dump_without_queues_for_its_topics_is_refused(spark, tmp_path, c
     assert "consume queues from the rebuilt" in out
     decisions = int(out.rsplit("\ndecisions ", 1)[1].split(", delivered")[0].replace(",", ""))
     assert decisions > 0
+
+
+def test_committed_offsets_only_in_a_v2_config_database_are_refused(spark, rocks, tmp_path, capsys) -> None:
+    """No consumerOffset.json and no config/consumerOffsets/, but config/rdb/ (configManagerVersion=v2, one RocksDB
+    database this version does not read): --from committed refuses, naming config/rdb/, instead of pulling every
+    queue from 0 as if no offset had been committed."""
+    store = tmp_path / "v2"
+    shutil.copytree(rocks["tag_sql"]["store"], store)
+    shutil.move(store / "config" / "consumerOffsets", store / "config" / "rdb")
+    with pytest.raises(ValueError, match="configManagerVersion=v2"):
+        StoreDir(str(store)).config("consumerOffset")
+    args = rocks["tag_sql"]["args"]
+    assert simulate_pull.main(["--store", str(store), *args[2:], "--from", "committed"], spark=spark) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simulate_pull: error: ") and err.count("\n") == 1, err
+    assert str(store / "config" / "rdb") in err and "--from committed" in err

@@ -194,7 +194,8 @@ class StoreDir:
 
         A config a RocksDB broker keeps in config/<topics|subscriptionGroups|consumerOffsets>/ is read from that
         database (in the JSON file's shape) when the broker's storeType is defaultRocksDB or there is no JSON file;
-        StoreFormatError naming the directory when it cannot be opened.
+        StoreFormatError naming the directory when it cannot be opened, or when the only copy is config/rdb/
+        (configManagerVersion=v2, not read).
 
         Like the broker's ConfigManager.load, a missing, empty or unreadable file falls back to its `.bak`
         sibling. Every unreadable file is recorded in `issues`; when neither parses, the broker starts with an
@@ -206,6 +207,10 @@ class StoreDir:
                 self.conf.storeType.lower() == DEFAULT_ROCKSDB.lower()
                 or not (sfs.isfile(path) or sfs.isfile(path + ".bak"))):
             return read_config_db(self.root, name)
+        v2 = os.path.join(self.root, "config", "rdb")
+        if db_path is not None and not (sfs.isfile(path) or sfs.isfile(path + ".bak")) and is_rocksdb_dir(v2):
+            raise StoreFormatError(f"no config/{name}.json, and config/rdb/ is the one RocksDB database of "
+                                   f"configManagerVersion=v2 (ConfigStorage), which is not read here", path=v2)
         errors: list[str] = []
         for p in (path, path + ".bak"):
             if not sfs.isfile(p):
