@@ -5,8 +5,9 @@ the next call before any filter sees it), so the filter verdicts are computed be
 (`filterlib.engine.decide`), and this replays only the paging: per call the request offset, status, next
 begin offset, messages returned and messages the commit-log layer dropped, and for each unit the call that
 filtered it. The scan of one call stops at the end of the consume-queue file (travelCqFileNumWhenGetMessage
-files when nothing was found), after maxFilterMessageSize bytes of units, or when the batch is full (message
-count, pull size, and the in-memory or on-disk transfer limits).
+files when nothing was found; for a RocksDB queue, `units_per_file` 0, after maxMsgNums units per iterator),
+after maxFilterMessageSize bytes of units, or when the batch is full (message count, pull size, and the in-memory
+or on-disk transfer limits).
 """
 
 from __future__ import annotations
@@ -124,7 +125,10 @@ def _replay(start, min_offset, max_offset, units_per_file, sizes, cq_pass, cl_pa
             files = 0
             while buf <= 0 and nextb < max_offset and files < travel:
                 files += 1
-                file_end = (nextb // units_per_file + 1) * units_per_file
+                if units_per_file > 0:
+                    file_end = (nextb // units_per_file + 1) * units_per_file
+                else:  # RocksDBConsumeQueue.iterateFrom(offset, maxMsgNums): at most a batch of units per call
+                    file_end = nextb + max_msg_nums
                 qo = nextb
                 while qo < file_end and nextb < max_offset:
                     i = qo - min_offset

@@ -29,6 +29,7 @@ from filterlib.registry import ConsumerFilterManager
 from filterlib.store import fs as sfs
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, decode_units, queue_files, valid_count
 from filterlib.store.consumequeue_ext import is_ext_addr, resolve_columns, undecorate
+from filterlib.store.queues import ROCKSDB, RocksDBQueues, queue_kind
 
 DUMP_UNITS_SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -95,13 +96,18 @@ class _ExtFiles:
         return dict(self.loaded)
 
 
-def read_dump_queue(store_root: str, topic: str, queue_id: int) -> Iterator[pa.RecordBatch]:
+def read_dump_queue(store_root: str, topic: str, queue_id: int, store_type: str = "default",
+                    min_phy_offset: int = 0) -> Iterator[pa.RecordBatch]:
     """One queue of the dump as the pull reads it, one batch per consumequeue file (DUMP_UNITS_SCHEMA).
 
     tags_code is the tagsCode the filter gets (the ext unit's when the field is an ext address; null when an
     address resolves to no unit), cq_tags_field the CQ unit's own field; msg_store_time and filter_bitmap come
-    from the ext unit (null without one).
+    from the ext unit (null without one). A RocksDB dump (`queues.queue_kind` under the broker's storeType) has no
+    ext units: its units come in batches of `ROCKSDB_BATCH`, msg_store_time and filter_bitmap null.
     """
+    if queue_kind(store_root, store_type) == ROCKSDB:
+        yield from _read_rocksdb_queue(store_root, topic, queue_id, min_phy_offset)
+        return
     cq_dir = os.path.join(store_root, "consumequeue", topic, str(queue_id))
     ext = _ExtFiles(os.path.join(store_root, "consumequeue_ext", topic, str(queue_id)))
     leading = True
@@ -129,6 +135,25 @@ def read_dump_queue(store_root: str, topic: str, queue_id: int) -> Iterator[pa.R
             pa.array(cols.tags_code, mask=~cols.tags_code_legal),
             pa.array(cols.store_time, mask=~cols.has_ext), pa.array(bitmaps, pa.binary())],
             schema=DUMP_UNITS_SCHEMA)
+
+
+ROCKSDB_BATCH = 65536
+
+
+def _read_rocksdb_queue(store_root: str, topic: str, queue_id: int, min_phy_offset: int) -> Iterator[pa.RecordBatch]:
+    """A RocksDB queue's units (`queues.RocksDBQueues.columns`) as DUMP_UNITS_SCHEMA batches."""
+    with RocksDBQueues(os.path.join(store_root, "consumequeue"), min_phy_offset) as db:
+        cols = db.columns(topic, queue_id)
+    n = len(cols.queue_offset)
+    for lo in range(0, n, ROCKSDB_BATCH):
+        hi = min(n, lo + ROCKSDB_BATCH)
+        k = hi - lo
+        tags = cols.tags_code[lo:hi]
+        yield pa.RecordBatch.from_arrays([
+            pa.array([topic] * k, pa.string()), pa.array(np.full(k, queue_id, dtype=np.int32)),
+            pa.array(cols.queue_offset[lo:hi]), pa.array(cols.commit_log_offset[lo:hi]),
+            pa.array(cols.size[lo:hi].astype(np.int32)), pa.array(tags), pa.array(tags),
+            pa.nulls(k, pa.int64()), pa.nulls(k, pa.binary())], schema=DUMP_UNITS_SCHEMA)
 
 
 def _describe_field(field: str, r: dict, d: dict) -> str:

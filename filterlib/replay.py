@@ -19,6 +19,7 @@ from filterlib.store import fs as sfs
 from filterlib.store.compression import body_errors
 from filterlib.store.consumequeue import read_queue_columns
 from filterlib.store.consumequeue_ext import ExtColumns, load_ext_files, resolve_columns
+from filterlib.store.queues import ROCKSDB
 from filterlib.store.storedir import StoreDir
 
 
@@ -53,7 +54,8 @@ class MessageIndex:
 
 @dataclass
 class Queue:
-    """One consume queue of a dump: units from its min offset, their ext side, and the units per CQ file."""
+    """One consume queue of a dump: units from its min offset, their ext side, and the units per CQ file (0: a
+    RocksDB queue, whose getMessage reads at most the batch size of units per call)."""
 
     topic: str
     queue_id: int
@@ -65,7 +67,14 @@ class Queue:
 
 
 def load_queue(store: StoreDir, topic: str, queue_id: int) -> Queue:
-    """The dump's own consume queue (and ext units) of (topic, queue_id), pre-blank fillers dropped."""
+    """The dump's own consume queue (and ext units) of (topic, queue_id), pre-blank fillers dropped; a RocksDB
+    queue (no ext units, paged by batch rather than by file: units_per_file 0) from its min offset."""
+    if store.queue_kind == ROCKSDB:
+        cols = store.queue_columns(topic, queue_id)
+        qo = cols.queue_offset
+        min_offset = int(qo[0]) if len(qo) else 0
+        ext = resolve_columns(cols.tags_code, {}, 1)
+        return Queue(topic, queue_id, min_offset, cols.commit_log_offset, cols.size, ext, 0)
     qo, offsets, sizes, tags_field, per_file = read_queue_columns(store.queue_dir(topic, queue_id))
     keep = np.flatnonzero(~((offsets == 0) & (sizes == 0x7FFFFFFF) & (tags_field == 0)))
     first = int(keep[0]) if len(keep) else len(qo)

@@ -29,9 +29,11 @@ from filterlib import brokerversion
 from filterlib.dispatch import CQ_SCHEMA, place_queue, registry_groups, registry_spec
 from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
 from filterlib.dumpregistry import RegistryLoad
+from filterlib.errors import StoreFormatError
 from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import parse_delay_levels
+from filterlib.store.queues import ROCKSDB
 from filterlib.store.scan import iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
@@ -312,8 +314,13 @@ def validate(args: argparse.Namespace) -> Inputs:
     export = None
     if args.export_cq is not None:
         export = _check_export_dir(args.export_cq, store.root)
-    if args.verify and not sfs.isdir(os.path.join(store.root, "consumequeue")):
+    if args.verify and store.queue_kind is None:
         raise InputError(f"{store.root}: --verify needs the dump's consumequeue/ directory, and it has none")
+    if args.verify and store.queue_kind == ROCKSDB:
+        try:
+            store.rocksdb_queues().close()
+        except StoreFormatError as e:
+            raise InputError(f"{e}; --verify cannot compare the rebuild with it") from None
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
                   bool(check), export, args.verify, broker_version_of(args.broker_version))
 
@@ -429,7 +436,10 @@ def _known_groups(inputs: Inputs, reg: RegistryLoad) -> tuple[str, ...]:
     """Groups the dump knows of (subscriptionGroup.json, the registry, the subscriptions file): a bitmap bit of a
     (group, topic) the final registry lacks can only come from one of these."""
     groups = set(registry_groups(reg.registry)) | {s.group for s in inputs.subscriptions}
-    table = inputs.store.config("subscriptionGroup")
+    try:
+        table = inputs.store.config("subscriptionGroup")
+    except StoreFormatError as e:
+        raise InputError(f"{e}: the groups --verify explains bitmaps by cannot be read") from None
     if isinstance(table, dict):
         groups |= set((table.get("subscriptionGroupTable") or {}).keys())
     return tuple(sorted(groups))
@@ -448,8 +458,9 @@ def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: Registry
     queues = inputs.store.queue_ids()
     qdf = spark.createDataFrame(sc.parallelize(queues, max(1, min(len(queues), sc.defaultParallelism * 4))),
                                 "topic string, queue_id int")
-    dump = (qdf.mapInArrow(dump_queue_units(inputs.store.root if sfs.is_remote(inputs.store.root)
-                                          else os.path.abspath(inputs.store.root)), spark_ddl(DUMP_UNITS_SCHEMA))
+    root = inputs.store.root if sfs.is_remote(inputs.store.root) else os.path.abspath(inputs.store.root)
+    min_phy = inputs.store.commitlog.files[0].base
+    dump = (qdf.mapInArrow(dump_queue_units(root, inputs.store.conf.storeType, min_phy), spark_ddl(DUMP_UNITS_SCHEMA))
             .persist(StorageLevel.MEMORY_AND_DISK))
     r = units.select(*QUEUE_KEY, F.lit(True).alias("r_present"), *[F.col(c).alias(f"r_{c}") for c in FIELDS])
     d = dump.select(*QUEUE_KEY, F.lit(True).alias("d_present"),

@@ -212,15 +212,16 @@ def export_queues(ctx: ExportContext):
     return run
 
 
-def dump_queue_units(store_root: str):
-    """The mapInArrow function reading the dump's own queues (rows: topic, queue_id) as the pull reads them."""
+def dump_queue_units(store_root: str, store_type: str = "default", min_phy_offset: int = 0):
+    """The mapInArrow function reading the dump's own queues (rows: topic, queue_id) as the pull reads them (the
+    broker's storeType picks file or RocksDB queues; the commit log's min offset bounds a RocksDB queue's start)."""
     remote = sfs.snapshot()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sfs.install(remote)
         for tasks in batches:
             for t in tasks.to_pylist():
-                yield from read_dump_queue(store_root, t["topic"], t["queue_id"])
+                yield from read_dump_queue(store_root, t["topic"], t["queue_id"], store_type, min_phy_offset)
 
     return run
 

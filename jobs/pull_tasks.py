@@ -66,13 +66,14 @@ def _bitmap_array(bitmaps: np.ndarray, lengths: np.ndarray) -> pa.Array:
                     pa.binary())
 
 
-def read_dump_queues(store_root: str):
-    """The mapInArrow function: (topic, queue_id) rows in, the dump's units of those queues out (CQ_SIDE)."""
+def read_dump_queues(store_root: str, store_type: str | None = None):
+    """The mapInArrow function: (topic, queue_id) rows in, the dump's units of those queues out (CQ_SIDE); the
+    broker's storeType picks the kind of queues where the dump holds both."""
     remote = sfs.snapshot()  # a remote store's file system, registered in the task before it reads
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sfs.install(remote)
-        store = StoreDir(store_root)
+        store = StoreDir(store_root, store_type=store_type)
         for batch in batches:
             for t in batch.to_pylist():
                 q = load_queue(store, t["topic"], t["queue_id"])

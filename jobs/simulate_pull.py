@@ -32,6 +32,7 @@ from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.dispatch import registry_spec
 from filterlib.dumpregistry import RegistryLoad
+from filterlib.errors import StoreFormatError
 from filterlib.registry import now_ms
 from filterlib.simulate import (
     COMMITTED,
@@ -47,10 +48,10 @@ from filterlib.simulate import (
     plan_all,
     what_if_plans,
 )
-from filterlib.store import fs as sfs
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors, decompress_body
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
+from filterlib.store.queues import DEFAULT_ROCKSDB, ROCKSDB
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
 from jobs.cli import (
@@ -349,20 +350,29 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     from pyspark.sql import functions as F
 
     source = inputs.queues
-    pairs = [q for q in inputs.store.queue_ids() if q[0] in topics]
-    if source == DUMP and not sfs.isdir(os.path.join(inputs.store.root, "consumequeue")):
+    store = inputs.store
+    if source == DUMP and store.queue_kind is None:
         summary.notes.append("the dump has no consumequeue/: pulled job 1's rebuilt queues instead")
         source = REBUILT
     summary.queues_source = source
     if source == DUMP:
+        pairs = [q for q in _dump_queue_ids(store) if q[0] in topics]
+        if store.queue_kind == ROCKSDB:
+            summary.notes.append(f"{os.path.join(store.root, 'consumequeue')} is a RocksDB database "
+                                 f"(storeType=defaultRocksDB): its units carry no ext unit, so no bloom layer, and "
+                                 f"getMessage reads at most a batch of them per pull")
+        _check_queues_found(spark, inputs, topics, {t for t, _ in pairs}, summary)
         summary.queues = len(pairs)
         if not pairs:
             return spark.createDataFrame([], cq_side_ddl())
         rdd = spark.sparkContext.parallelize(pairs, max(1, min(len(pairs), 64)))
-        return spark.createDataFrame(rdd, QUEUE_TASK_DDL).mapInArrow(read_dump_queues(inputs.store.root),
-                                                                     cq_side_ddl())
+        return spark.createDataFrame(rdd, QUEUE_TASK_DDL).mapInArrow(
+            read_dump_queues(store.root, store.conf.storeType), cq_side_ddl())
+    if store.queue_kind == ROCKSDB:
+        summary.notes.append("the dump's consume queues are a RocksDB database (storeType=defaultRocksDB): "
+                             "the rebuilt queues are paged as the broker pages RocksDB queues, with no bloom layer")
     cq = read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id).where(F.col("topic").isin(sorted(topics)))
-    per_file = max(1, inputs.store.conf.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE)
+    per_file = 0 if _pages_rocksdb(store) else max(1, store.conf.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE)
     w = Window.partitionBy("topic", "queue_id")
     units = cq.select("topic", "queue_id", F.min("queue_offset").over(w).alias("min_offset"),
                       F.lit(per_file).cast("long").alias("units_per_file"), "queue_offset", "commit_log_offset",
@@ -373,11 +383,54 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     return units
 
 
+def _pages_rocksdb(store: StoreDir) -> bool:
+    """True when the broker reads RocksDB consume queues (units_per_file 0: paged by batch, see filterlib.pull)."""
+    return store.queue_kind == ROCKSDB or (store.queue_kind is None
+                                           and store.conf.storeType.lower() == DEFAULT_ROCKSDB.lower())
+
+
+def _dump_queue_ids(store: StoreDir) -> list[tuple[str, int]]:
+    """The dump's own queues; InputError naming consumequeue/ when it cannot be read (a RocksDB database that does
+    not open), never an empty list in its place."""
+    try:
+        return store.queue_ids()
+    except StoreFormatError as e:
+        raise InputError(f"{e}; pass --queues rebuilt to pull job 1's rebuild instead") from None
+
+
+def _check_queues_found(spark: SparkSession, inputs: Inputs, topics: set[str], found: set[str],
+                        summary: Summary) -> None:
+    """Say which pulled topics have messages in the commit log but no queue in the dump: InputError when that is
+    every topic with messages (the run would replay nothing), a note otherwise."""
+    from pyspark.sql import functions as F
+
+    missing = sorted(topics - found)
+    if not missing:
+        return
+    counts = {r["topic"]: r["count"] for r in read_dump(spark, inputs.warehouse, "messages", inputs.dump_id)
+              .where(F.col("topic").isin(missing)).groupBy("topic").count().collect()}
+    lost = {t: n for t, n in counts.items() if n}
+    if not lost:
+        return
+    cq_dir = os.path.join(inputs.store.root, "consumequeue")
+    what = ", ".join(f"{t} ({n:,} messages)" for t, n in sorted(lost.items()))
+    kind = "a RocksDB database" if inputs.store.queue_kind == ROCKSDB else "consume queue files"
+    if not found:
+        raise InputError(f"{cq_dir} ({kind}) holds no queue of the subscribed topics {what}: nothing would be "
+                         f"pulled; pass --queues rebuilt to pull job 1's rebuild")
+    summary.notes.append(f"{cq_dir} ({kind}) holds no queue of {what}: nothing pulled for "
+                         f"{'it' if len(lost) == 1 else 'them'} (--queues rebuilt pulls job 1's rebuild)")
+    log.warning("no dump queue for topics with messages: %s", what)
+
+
 def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, int]:
     """{"<plan>:<queue id>": start offset} for --from committed (absent: offset 0)."""
     if inputs.start != COMMITTED:
         return {}
-    offsets = committed_offsets(inputs.store.config("consumerOffset"))
+    try:
+        offsets = committed_offsets(inputs.store.config("consumerOffset"))
+    except StoreFormatError as e:
+        raise InputError(f"{e}: the committed offsets of --from committed cannot be read") from None
     starts = {f"{p.index}:{qid}": off for p in plans for (g, t, qid), off in offsets.items()
               if p.ok and (g, t) == (p.group, p.topic)}
     missing = sorted({f"({p.group}, {p.topic})" for p in plans if p.ok} -

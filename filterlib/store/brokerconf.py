@@ -115,6 +115,7 @@ class BrokerFilterConf:
     enableLmq: bool = False
     storePathRootDir: str = ""
     storePathCommitLog: str = ""
+    storeType: str = "default"
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerFilterConf:

@@ -19,6 +19,16 @@ from filterlib.store.brokerconf import BrokerFilterConf
 from filterlib.store.commitlog import is_mapped_file_name
 from filterlib.store.consumequeue import CqUnit, read_queue
 from filterlib.store.consumequeue_ext import CqExtUnit, read_ext_queue
+from filterlib.store.queues import (
+    DEFAULT_ROCKSDB,
+    ROCKSDB,
+    QueueColumns,
+    RocksDBQueues,
+    config_db_path,
+    is_rocksdb_dir,
+    queue_kind,
+    read_config_db,
+)
 from filterlib.store.scan import FileAccount, ScanOptions, decode_file
 
 
@@ -93,7 +103,8 @@ def _queue_id(name: str) -> int | None:
 class StoreDir:
     """A broker store root (a dump): commitlog, consumequeue, consumequeue_ext, config, checkpoint, broker.conf."""
 
-    def __init__(self, root: str, commitlog_dirs: str | list[str] | None = None, broker_conf: str | None = None):
+    def __init__(self, root: str, commitlog_dirs: str | list[str] | None = None, broker_conf: str | None = None,
+                 store_type: str | None = None):
         given = root
         try:
             # a path as given, or a remote store's canonical URI (its file system registered for the readers)
@@ -106,11 +117,25 @@ class StoreDir:
             raise StoreFormatError(f"cannot read the store: {e.reason}", path=sfs.display(given)) from None
         self.root = root
         self.conf = BrokerFilterConf.load(broker_conf) if broker_conf else BrokerFilterConf()
+        if store_type is not None:  # the broker's storeType when only the store root travels (a Spark task)
+            self.conf.storeType = store_type
         dirs = commitlog_dirs or self.conf.storePathCommitLog or os.path.join(root, "commitlog")
         self.commitlog = list_commitlog(dirs)
         if not self.commitlog.files:
             raise StoreFormatError("no commitlog files (20-digit offset names) found", path=str(dirs))
         self.issues: list[str] = list(self.commitlog.issues)
+        self._rocks: RocksDBQueues | None = None
+        self.queue_kind = queue_kind(root, self.conf.storeType)
+        """FILE, ROCKSDB or None: the kind of consume queues the broker reads from this dump (`queues`)."""
+        if self.queue_kind == ROCKSDB:
+            if self.conf.storeType.lower() != DEFAULT_ROCKSDB.lower():
+                self.issues.append(f"{os.path.join(root, 'consumequeue')}: a RocksDB database, read as a broker with "
+                                   f"storeType=defaultRocksDB reads it (the broker settings given say "
+                                   f"storeType={self.conf.storeType})")
+            if self.conf.enableConsumeQueueExt:
+                self.issues.append("storeType=defaultRocksDB keeps its consume queues in RocksDB, which has no ext "
+                                   "units: enableConsumeQueueExt is ignored (no bitmaps, no bloom layer)")
+                self.conf.enableConsumeQueueExt = False
 
     def decode_commitlog(self, opts: ScanOptions | None = None, split_bytes: int | None = None
                          ) -> Iterator[tuple[MappedFile, list[pa.RecordBatch], FileAccount]]:
@@ -121,6 +146,11 @@ class StoreDir:
 
     def queue_ids(self, ext: bool = False) -> list[tuple[str, int]]:
         """(topic, queueId) pairs present under consumequeue/ (or consumequeue_ext/)."""
+        if self.queue_kind == ROCKSDB:
+            if ext:
+                return []
+            with self.rocksdb_queues() as db:
+                return db.queue_ids()
         base = os.path.join(self.root, "consumequeue_ext" if ext else "consumequeue")
         out = []
         if not sfs.isdir(base):
@@ -133,6 +163,18 @@ class StoreDir:
                 if _queue_id(q) is not None and sfs.isdir(os.path.join(tdir, q)):
                     out.append((topic, int(q)))
         return sorted(out)
+
+    def rocksdb_queues(self) -> RocksDBQueues:
+        """consumequeue/ opened read-only as the RocksDB database it is (StoreFormatError naming it if it cannot);
+        the caller closes it."""
+        min_phy = self.commitlog.files[0].base if self.commitlog.files else 0
+        return RocksDBQueues(os.path.join(self.root, "consumequeue"), min_phy)
+
+    def queue_columns(self, topic: str, queue_id: int) -> QueueColumns:
+        """One RocksDB queue's units as the pull reads them (the database stays open for the next queue)."""
+        if self._rocks is None:
+            self._rocks = self.rocksdb_queues()
+        return self._rocks.columns(topic, queue_id)
 
     def queue_dir(self, topic: str, queue_id: int, ext: bool = False) -> str:
         """Directory of one queue's files."""
@@ -150,11 +192,25 @@ class StoreDir:
     def config(self, name: str) -> Any | None:
         """config/<name>.json in fastjson's dialect; None if absent.
 
+        A config a RocksDB broker keeps in config/<topics|subscriptionGroups|consumerOffsets>/ is read from that
+        database (in the JSON file's shape) when the broker's storeType is defaultRocksDB or there is no JSON file;
+        StoreFormatError naming the directory when it cannot be opened, or when the only copy is config/rdb/
+        (configManagerVersion=v2, not read).
+
         Like the broker's ConfigManager.load, a missing, empty or unreadable file falls back to its `.bak`
         sibling. Every unreadable file is recorded in `issues`; when neither parses, the broker starts with an
         empty config, and so does this (None), with the issue saying so.
         """
         path = os.path.join(self.root, "config", f"{name}.json")
+        db_path = config_db_path(self.root, name)
+        if db_path is not None and is_rocksdb_dir(db_path) and (
+                self.conf.storeType.lower() == DEFAULT_ROCKSDB.lower()
+                or not (sfs.isfile(path) or sfs.isfile(path + ".bak"))):
+            return read_config_db(self.root, name)
+        v2 = os.path.join(self.root, "config", "rdb")
+        if db_path is not None and not (sfs.isfile(path) or sfs.isfile(path + ".bak")) and is_rocksdb_dir(v2):
+            raise StoreFormatError(f"no config/{name}.json, and config/rdb/ is the one RocksDB database of "
+                                   f"configManagerVersion=v2 (ConfigStorage), which is not read here", path=v2)
         errors: list[str] = []
         for p in (path, path + ".bak"):
             if not sfs.isfile(p):

@@ -36,7 +36,7 @@ final class PullMode {
             b.filters().getFilterDataByTopic().values().forEach(byTopic ->
                 byTopic.getGroupFilterData().values().forEach(d -> filters.add(StoreMode.filterDataJson(d))));
             result.put("filters", filters);
-            b.store.shutdown();
+            b.shutdown();
             StoreMode.writeJson(Paths.get(out), result);
         } finally {
             deleteTree(tmp);

@@ -140,12 +140,11 @@ final class PullReplay {
         return row;
     }
 
-    private List<Integer> queueIds(JSONObject s, String topic) {
+    private List<Integer> queueIds(JSONObject s, String topic) throws Exception {
         if (s.containsKey("queueIds")) {
             return s.getJSONArray("queueIds").toJavaList(Integer.class);
         }
-        ConcurrentMap<Integer, ConsumeQueueInterface> m = b.store.getConsumeQueueTable().get(topic);
-        return m == null ? new ArrayList<>() : new ArrayList<>(new TreeSet<>(m.keySet()));
+        return b.queueIds(topic);
     }
 
     private JSONObject queue(String group, String topic, int qid, int batchSize, SubscriptionData sd,

@@ -54,9 +54,8 @@ final class RecordListing {
 
     /** Reads every consume queue through the running store's iterator (ext resolution included). */
     void readConsumeQueues() throws Exception {
-        ConcurrentMap<String, ConcurrentMap<Integer, ConsumeQueueInterface>> table = b.store.getConsumeQueueTable();
-        for (String topic : new java.util.TreeSet<>(table.keySet())) {
-            for (Integer qid : new java.util.TreeSet<>(table.get(topic).keySet())) {
+        for (String topic : b.queueTopics()) {
+            for (Integer qid : b.queueIds(topic)) {
                 long min = b.store.getMinOffsetInQueue(topic, qid);
                 long max = b.store.getMaxOffsetInQueue(topic, qid);
                 JSONObject q = new JSONObject();

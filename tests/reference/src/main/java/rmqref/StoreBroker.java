@@ -3,14 +3,21 @@ package rmqref;
 import com.alibaba.fastjson2.JSONObject;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentMap;
 import org.apache.rocketmq.broker.BrokerController;
 import org.apache.rocketmq.broker.filter.CommitLogDispatcherCalcBitMap;
 import org.apache.rocketmq.broker.filter.ConsumerFilterManager;
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
+import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.RocksDBMessageStore;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.queue.ConsumeQueueInterface;
 
 /** The broker-side object graph (way A: a dormant BrokerController) around one real DefaultMessageStore. */
 final class StoreBroker {
@@ -50,10 +57,27 @@ final class StoreBroker {
         storeConfig.setEnableLmq(bool(s, "enableLmq", false));
         storeConfig.setEnableConsumeQueueExt(bool(b, "enableConsumeQueueExt", true));
         storeConfig.setHaListenPort(0);
+        storeConfig.setStoreType(str(s, "storeType", storeConfig.getStoreType()));
 
         controller = new BrokerController(brokerConfig, serverConfig, new NettyClientConfig(), storeConfig);
-        store = new DefaultMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
-            controller.getTopicConfigManager().getTopicConfigTable());
+        if (storeConfig.isEnableRocksDBStore()) {
+            // storeType=defaultRocksDB: the controller's constructor picked the RocksDB config managers (config/topics/,
+            // config/subscriptionGroups/, config/consumerOffsets/), which open their databases only in load(), and
+            // BrokerController.initializeMessageStore builds a RocksDBMessageStore (consume queues in RocksDB).
+            loadConfig(controller.getTopicConfigManager().load(), "topics");
+            loadConfig(controller.getSubscriptionGroupManager().load(), "subscriptionGroups");
+            loadConfig(controller.getConsumerOffsetManager().load(), "consumerOffsets");
+            store = new RocksDBMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
+                controller.getTopicConfigManager().getTopicConfigTable());
+        } else {
+            store = new DefaultMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
+                controller.getTopicConfigManager().getTopicConfigTable());
+            storeConfig.setRocksdbCQDoubleWriteEnable(bool(s, "rocksdbCQDoubleWriteEnable", false));
+            if (storeConfig.isRocksdbCQDoubleWriteEnable()) {
+                // as initializeMessageStore: file queues plus RocksDB queues in the same consumequeue/ directory
+                store.enableRocksdbCQWrite();
+            }
+        }
         controller.setMessageStore(store);
         store.getDispatcherList().addFirst(new CommitLogDispatcherCalcBitMap(brokerConfig, filters()));
         controller.getScheduleMessageService().parseDelayLevel();
@@ -77,6 +101,64 @@ final class StoreBroker {
         effectiveStore.put("enableMultiDispatch", storeConfig.isEnableMultiDispatch());
         effectiveStore.put("enableLmq", storeConfig.isEnableLmq());
         effectiveStore.put("haListenPort", storeConfig.getHaListenPort());
+        effectiveStore.put("storeType", storeConfig.getStoreType());
+        effectiveStore.put("rocksdbCQDoubleWriteEnable", storeConfig.isRocksdbCQDoubleWriteEnable());
+    }
+
+    private static void loadConfig(boolean ok, String name) {
+        if (!ok) {
+            throw new IllegalStateException("the RocksDB config store " + name + " did not load");
+        }
+    }
+
+    boolean rocksdb() {
+        return storeConfig.isEnableRocksDBStore();
+    }
+
+    /** Topics with consume queues: the store's queue table, plus (RocksDB) every configured topic. */
+    TreeSet<String> queueTopics() {
+        TreeSet<String> topics = new TreeSet<>(store.getConsumeQueueTable().keySet());
+        if (rocksdb()) {
+            topics.addAll(controller.getTopicConfigManager().getTopicConfigTable().keySet());
+        }
+        return topics;
+    }
+
+    /**
+     * Queue ids of a topic that hold units. A file store lists its queue table (loaded from consumequeue/); a reopened
+     * RocksDB store's table starts empty (RocksDBMessageStore.recoverTopicQueueTable), so there every queue id the
+     * topic config has is asked for its max offset, as a consumer's rebalance over the topic route would reach it.
+     */
+    List<Integer> queueIds(String topic) throws Exception {
+        TreeSet<Integer> ids = new TreeSet<>();
+        ConcurrentMap<Integer, ConsumeQueueInterface> m = store.getConsumeQueueTable().get(topic);
+        if (m != null) {
+            ids.addAll(m.keySet());
+        }
+        TopicConfig tc = controller.getTopicConfigManager().getTopicConfigTable().get(topic);
+        if (!rocksdb()) {
+            return new ArrayList<>(ids);
+        }
+        for (int q = 0; tc != null && q < Math.max(tc.getReadQueueNums(), tc.getWriteQueueNums()); q++) {
+            ids.add(q);
+        }
+        List<Integer> out = new ArrayList<>();
+        for (int q : ids) {
+            if (store.getMaxOffsetInQueue(topic, q) > 0) {
+                out.add(q);
+            }
+        }
+        return out;
+    }
+
+    /** Shuts the store down, then (RocksDB) closes the config databases so every write reaches their files. */
+    void shutdown() {
+        store.shutdown();
+        if (rocksdb()) {
+            controller.getTopicConfigManager().stop();
+            controller.getSubscriptionGroupManager().stop();
+            controller.getConsumerOffsetManager().stop();
+        }
     }
 
     ConsumerFilterManager filters() {

@@ -92,7 +92,7 @@ final class StoreMode {
         RecordListing listing = new RecordListing(b);
         listing.readConsumeQueues();
         JSONObject report = report(listing);
-        b.store.shutdown();
+        b.shutdown();
         writeJson(outDir.resolve("listing.json"), listing.listing(idByOffset));
         report.put("commitlog", listing.commitLogFiles());
         report.put("storeFiles", RecordListing.storeFiles(b.root));
