@@ -130,6 +130,34 @@ def dump_subscriptions(file_subs: Sequence[Subscription], registry: ConsumerFilt
     return out
 
 
+LITE = "LITE"
+TOPIC_MESSAGE_TYPE = "message.type"
+LITE_BIND_TOPIC = "lite.bind.topic"
+
+
+def not_replayed(subs: Sequence[tuple[Subscription, str]], topics: dict | None, groups: dict | None
+                 ) -> tuple[list[tuple[Subscription, str]], list[str]]:
+    """The subscriptions job 2 replays, and a sentence for each it refuses: Lite Topic consumption (5.5.0 on: a
+    topic whose `message.type` attribute is LITE in topics.json, or a group bound to one by `lite.bind.topic` in
+    subscriptionGroup.json) reads per-lite-topic LMQ queues by pop, with no broker-side expression filter, a path
+    this replay of the pull does not model; it is never replayed as an ordinary pull."""
+    topic_table = (topics or {}).get("topicConfigTable") or {}
+    group_table = (groups or {}).get("subscriptionGroupTable") or {}
+    kept, refused = [], []
+    for s, source in subs:
+        topic_attrs = (topic_table.get(s.topic) or {}).get("attributes") or {}
+        bound = ((group_table.get(s.group) or {}).get("attributes") or {}).get(LITE_BIND_TOPIC)
+        if topic_attrs.get(TOPIC_MESSAGE_TYPE) == LITE or bound:
+            why = (f"topic {s.topic} is a Lite Topic (message.type=LITE)" if topic_attrs.get(TOPIC_MESSAGE_TYPE) == LITE
+                   else f"group {s.group} is a Lite consumer group bound to {bound}")
+            refused.append(f"not replayed: {s.group} on {s.topic}: {why}; Lite consumption (RocketMQ 5.5.0 on) pops "
+                           f"per-lite-topic queues with no broker-side expression filter, which this replay of the "
+                           f"pull does not model")
+        else:
+            kept.append((s, source))
+    return kept, refused
+
+
 def answer(registry: ConsumerFilterManager, s: Subscription, enable_property_filter: bool,
            now: int | None = None) -> mf.PullAnswer:
     """PullMessageProcessor's checks for one subscription (`message_filter.pull_answer`)."""

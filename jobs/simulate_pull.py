@@ -44,6 +44,7 @@ from filterlib.simulate import (
     WhatIfRefused,
     committed_offsets,
     dump_subscriptions,
+    not_replayed,
     parse_what_if,
     plan_all,
     what_if_plans,
@@ -561,7 +562,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     messages, body_checks = _messages(spark, inputs)
     reg = _registry(inputs, as_job1=inputs.queues == REBUILT)
     summary.notes += reg.issues
-    subs = dump_subscriptions(inputs.subscriptions, reg.registry)
+    subs, lite = not_replayed(dump_subscriptions(inputs.subscriptions, reg.registry),
+                              inputs.store.config("topics"), inputs.store.config("subscriptionGroup"))
+    summary.notes += lite
     twice = sorted({f"({s.group}, {s.topic})" for s, _ in subs
                     if sum((o.group, o.topic) == (s.group, s.topic) for o, _ in subs) > 1})
     if twice:

@@ -343,6 +343,35 @@ def bitmap_off_restart_scenario(seed: int, n_messages: int = 60) -> dict:
     }
 
 
+LITE_PARENT = "LiteParent"
+
+
+def lite_topic_scenario(seed: int, n_messages: int = 50) -> dict:
+    """A 5.5.0+ Lite Topic beside an ordinary one: topic LITE_PARENT with `message.type=LITE`, group G_LITE bound to
+    it by `lite.bind.topic`, and ordinary TAG and SQL92 subscriptions on TOPIC. The first two are `lite` (job 2
+    refuses them), the rest `replayable`."""
+    rng = random.Random(seed)
+    events: list[dict] = [{"kind": "register", "group": "G_SQL", "topic": TOPIC, "type": "SQL92",
+                           "expression": "a > 1", "clientVersion": 1}]
+    events += [_message(rng, i, TOPIC, 2) for i in range(n_messages)]
+    replayable = [{"group": "G_TAG", "topic": TOPIC, "expression": TAG_EXPR},
+                  {"group": "G_SQL", "topic": TOPIC, "type": "SQL92", "expression": "a > 1", "subVersion": 1}]
+    lite = [{"group": "G_LITE", "topic": TOPIC, "expression": "*"},
+            {"group": "G_ON_LITE", "topic": LITE_PARENT, "expression": "*"}]
+    return {
+        "broker": {"enableConsumeQueueExt": True, "enableCalcFilterBitMap": True, "enablePropertyFilter": True},
+        "store": {"mappedFileSizeCommitLog": 8192},
+        "topics": [{"name": TOPIC, "readQueueNums": 2, "writeQueueNums": 2},
+                   {"name": LITE_PARENT, "readQueueNums": 1, "writeQueueNums": 1,
+                    "attributes": {"+message.type": "LITE"}}],
+        "groups": ["G_LITE", "G_ON_LITE", "G_TAG", "G_SQL"],
+        "groupAttributes": {"G_LITE": {"+lite.bind.topic": LITE_PARENT}},
+        "events": events,
+        "replayable": replayable,
+        "lite": lite,
+    }
+
+
 def large_body_scenario(seed: int) -> dict:
     """Bodies from 64 KiB to 3 MiB (under the broker's 4 MiB maxMessageSize), compressed by every client codec at
     several levels, so zlib and zstd write many internal blocks (LZ4 still one block of its 4 MiB frame blocks);

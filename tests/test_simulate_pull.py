@@ -265,6 +265,32 @@ def test_each_broker_release_gets_its_own_answers(spark, version, tmp_path) -> N
     assert ("records without bloom data" in text) == (version == "5.5.1")
 
 
+def test_lite_topic_consumption_is_refused_in_words(spark, tmp_path) -> None:
+    """A store the real 5.5.1 broker wrote with a Lite Topic (message.type=LITE) and a group bound to it
+    (lite.bind.topic): job 2 refuses both subscriptions with a sentence each and replays none of them; the ordinary
+    subscriptions beside them still equal the real pull."""
+    scenario = scenarios.lite_topic_scenario(2)
+    run = refharness.write_store(scenario, "5.5.1")
+    report = json.loads((run / "report.json").read_text())
+    conf = broker_conf(tmp_path / "broker.conf", report["broker"], report["store"])
+    subs = subscriptions_file(tmp_path / "subs.json", scenario["replayable"] + scenario["lite"])
+    store, wh = str(run / "store"), str(tmp_path / "wh")
+    args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", "lite",
+            "--broker-version", "5.5.1"]
+    build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
+    summary = simulate_pull.run(spark, simulate_pull.validate(
+        simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
+    text = "\n".join(summary.lines())
+    assert "not replayed: G_LITE on TopicTest: group G_LITE is a Lite consumer group bound to LiteParent" in text
+    assert f"not replayed: G_ON_LITE on {scenarios.LITE_PARENT}: topic {scenarios.LITE_PARENT} is a Lite Topic" in text
+    stats = rows(spark, wh, "group_stats", "lite", ["subscription_index"])
+    assert [s["consumer_group"] for s in stats] == ["G_TAG", "G_SQL"]
+    truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
+                             "subscriptions": scenario["replayable"]}, "5.5.1")
+    units, _calls, _msgs, problems = compare(spark, wh, "lite", truth)
+    assert problems == [] and units >= 40
+
+
 def test_committed_offsets_start_the_pulls_there(spark, replayed) -> None:
     """varied_scenario commits G1's TopicA queue 0 at offset 1: with --from committed that queue's first pull asks
     for offset 1 and unit 0 is never scanned; queues without a committed offset start at 0 (the summary says so)."""

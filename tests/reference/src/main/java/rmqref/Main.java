@@ -20,29 +20,33 @@ public final class Main {
             System.exit(2);
         }
         int rc;
-        switch (args[0]) {
-            case "eval":
-                rc = EvalMode.run(args[1], args[2]);
-                break;
-            case "store":
-                rc = StoreMode.run(args[1], args[2]);
-                break;
-            case "pull":
-                rc = PullMode.run(args[1], args[2]);
-                break;
-            case "scan":
-                rc = ScanMode.run(args[1], args[2]);
-                break;
-            case "bench":
-                rc = BenchMode.run(args[1], args[2]);
-                break;
-            case "rebuild":
-                rc = RebuildMode.run(args[1], args[2]);
-                break;
-            default:
-                System.err.println("unknown mode: " + args[0]);
-                rc = 2;
+        try {
+            rc = dispatch(args);
+        } catch (Throwable t) {
+            // A broker component may have started non-daemon threads: exit even when a mode fails.
+            t.printStackTrace();
+            rc = 1;
         }
         System.exit(rc);
+    }
+
+    private static int dispatch(String[] args) throws Exception {
+        switch (args[0]) {
+            case "eval":
+                return EvalMode.run(args[1], args[2]);
+            case "store":
+                return StoreMode.run(args[1], args[2]);
+            case "pull":
+                return PullMode.run(args[1], args[2]);
+            case "scan":
+                return ScanMode.run(args[1], args[2]);
+            case "bench":
+                return BenchMode.run(args[1], args[2]);
+            case "rebuild":
+                return RebuildMode.run(args[1], args[2]);
+            default:
+                System.err.println("unknown mode: " + args[0]);
+                return 2;
+        }
     }
 }

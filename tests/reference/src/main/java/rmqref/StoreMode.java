@@ -111,6 +111,14 @@ final class StoreMode {
             if (t.containsKey("topicFilterType")) {
                 tc.setTopicFilterType(TopicFilterType.valueOf(t.getString("topicFilterType")));
             }
+            JSONObject attrs = t.getJSONObject("attributes");
+            if (attrs != null) {
+                java.util.Map<String, String> m = new java.util.HashMap<>();
+                for (String k : attrs.keySet()) {
+                    m.put(k, attrs.getString(k));
+                }
+                tc.setAttributes(m);
+            }
             b.controller.getTopicConfigManager().updateTopicConfig(tc);
         }
         JSONArray gs = scenario.getJSONArray("groups");
@@ -405,6 +413,15 @@ final class StoreMode {
             }
             SubscriptionGroupConfig sgc = new SubscriptionGroupConfig();
             sgc.setGroupName(g);
+            JSONObject groupAttrs = scenario.getJSONObject("groupAttributes");
+            JSONObject attrs = groupAttrs == null ? null : groupAttrs.getJSONObject(g);
+            if (attrs != null) {
+                java.util.Map<String, String> m = new java.util.HashMap<>();
+                for (String k : attrs.keySet()) {
+                    m.put(k, attrs.getString(k));
+                }
+                sgc.setAttributes(m);
+            }
             b.controller.getSubscriptionGroupManager().updateSubscriptionGroupConfig(sgc);
         }
         JSONArray offsets = scenario.getJSONArray("offsets");
