@@ -70,12 +70,20 @@ final class StoreBroker {
             store = new RocksDBMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
                 controller.getTopicConfigManager().getTopicConfigTable());
         } else {
+            // File queues plus RocksDB queues in the same consumequeue/ directory: 5.5.1's DefaultMessageStore
+            // constructor builds a CombineConsumeQueueStore from the setting; 5.3.3's initializeMessageStore calls
+            // enableRocksdbCQWrite() on the built store (found by reflection: 5.5.1 has no such method).
+            storeConfig.setRocksdbCQDoubleWriteEnable(bool(s, "rocksdbCQDoubleWriteEnable", false));
             store = new DefaultMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
                 controller.getTopicConfigManager().getTopicConfigTable());
-            storeConfig.setRocksdbCQDoubleWriteEnable(bool(s, "rocksdbCQDoubleWriteEnable", false));
             if (storeConfig.isRocksdbCQDoubleWriteEnable()) {
-                // as initializeMessageStore: file queues plus RocksDB queues in the same consumequeue/ directory
-                store.enableRocksdbCQWrite();
+                try {
+                    store.getClass().getMethod("enableRocksdbCQWrite").invoke(store);
+                } catch (NoSuchMethodException e) {
+                    // 5.5.1: the constructor did it
+                } catch (ReflectiveOperationException e) {
+                    throw new IllegalStateException("enableRocksdbCQWrite failed", e);
+                }
             }
         }
         controller.setMessageStore(store);
