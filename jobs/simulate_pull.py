@@ -54,6 +54,7 @@ from filterlib.subscriptions import Subscription
 from jobs.cli import (
     ROOT,
     InputError,
+    add_run_args,
     add_session_args,
     apply_writer_conf,
     dump_id_of,
@@ -248,6 +249,7 @@ def parser() -> argparse.ArgumentParser:
                         "tables are not changed by it. A candidate that does not compile is reported with its "
                         "position and reason and skipped")
     add_session_args(p, DEFAULTS)
+    add_run_args(p)
     return p
 
 
@@ -642,7 +644,7 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> in
     """Parse, validate, run, print the summary; bad input is one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     return run_main(PROG, lambda: validate(args), lambda i: f"{PROG} {i.dump_id or ''}".strip(), lambda i: i.defaults,
-                    args.master, run, spark)
+                    args.master, run, spark, break_lock=args.break_lock, resolve=resolve_store)
 
 
 if __name__ == "__main__":
