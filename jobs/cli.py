@@ -125,7 +125,32 @@ def job_session(app_name: str, defaults: dict[str, Any], master: str | None,
                           conf={k: str(v) for k, v in (defaults.get("spark_conf") or {}).items()},
                           locations=[warehouse])
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_task_failures(spark)
     return spark
+
+
+# What Spark logs, task by task, when tasks fail: each failure's Java stack and Python traceback, then the tasks it
+# cancels. The job ends with one sentence naming the cause (jobs.faults), or with the exception itself when it
+# recognises none, so in a session it starts these stay quiet (RMQ_REPLAY_TASK_LOGS=1 keeps them).
+_TASK_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                 "org.apache.spark.storage.BlockManager", "org.apache.spark.TaskContextImpl",
+                 "org.apache.spark.api.python.PythonRunner",
+                 "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+                 "org.apache.spark.storage.memory.MemoryStore", "org.apache.spark.scheduler.DAGScheduler",
+                 "org.apache.spark.util.Utils")
+
+
+def _quiet_task_failures(spark: SparkSession) -> None:
+    """Turn off the loggers that repeat a failing task's stack (see _TASK_LOGGERS)."""
+    if os.environ.get("RMQ_REPLAY_TASK_LOGS") == "1":
+        return
+    try:
+        jvm = spark.sparkContext._jvm
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in _TASK_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
+    except Exception:  # another logging backend: keep Spark's own output
+        pass
 
 
 def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], str], defaults: Callable[[Any], dict],
@@ -157,6 +182,7 @@ def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], st
             except Exception as e:  # the session builder's own errors (no Delta jars, no Java) are one line too
                 return _fail(prog, f"cannot start Spark: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
                              1)
+        said = None
         try:
             check_warehouse(spark, wh)
             if break_lock is not None and lock is None:
@@ -168,13 +194,14 @@ def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], st
             said = describe(e, getattr(inputs, "dump_id", None)) if not isinstance(e, InputError) else (str(e), 2)
             if said is None:
                 raise
-            return _fail(prog, *said)
         finally:
             if lock is not None:
                 lock.release()
                 lock = None
             if own:
-                spark.stop()
+                spark.stop()  # before the sentence: the tasks Spark cancels log as they end
+        if said is not None:
+            return _fail(prog, *said)
     except (DumpBusy, MarkerError) as e:
         return _fail(prog, str(e), EXIT_BUSY if isinstance(e, DumpBusy) else EXIT_FAULT)
     finally:

@@ -61,7 +61,7 @@ def _texts(e: BaseException | None) -> list[str]:
 
 
 def _short(text: str, limit: int = 400) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text.split()).rstrip(".")
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
