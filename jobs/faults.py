@@ -31,11 +31,11 @@ class TableWriteError(Exception):
 _STORE = re.compile(r"(?:StoreAccessError|StoreFormatError): (.+)")
 _CONFLICT = re.compile(r"\b(Concurrent\w*Exception|ProtocolChangedException|MetadataChangedException|"
                        r"DeltaConcurrentModificationException)\b")
-_DISK = [("No space left on device", "the warehouse's file system is full (No space left on device)"),
-         ("Disk quota exceeded", "the warehouse's disk quota is exceeded"),
-         ("Read-only file system", "the warehouse is on a read-only file system"),
-         ("Permission denied", "permission denied writing the warehouse"),
-         ("AccessDenied", "access denied writing the warehouse")]
+_DISK = [("No space left on device", "the warehouse's file system is full (No space left on device)", "free space"),
+         ("Disk quota exceeded", "the warehouse's disk quota is exceeded", "free space"),
+         ("Read-only file system", "the warehouse is on a read-only file system", "make it writable"),
+         ("Permission denied", "permission denied writing the warehouse", "fix the permissions"),
+         ("AccessDenied", "access denied writing the warehouse", "fix the credentials or policy")]
 _WHOLE = "every table is whole (one this run had not committed keeps its previous version)"
 
 
@@ -84,13 +84,13 @@ def describe(e: BaseException, dump_id: str | None) -> tuple[str, int] | None:
                     f"when no other run writes this dump", EXIT_BUSY)
     if table is not None:
         joined = " ".join(texts)
-        why = next((say for key, say in _DISK if key in joined), None)
+        why, fix = next(((say, fix) for key, say, fix in _DISK if key in joined), (None, "fix the cause"))
         if why is None:
             from jobs.delta_io import _java_reason
 
             why = _java_reason(table.__cause__ or table)
-        return (f"{dump}: cannot write table {table.table} ({table.path}): {why}; {_WHOLE}: free the space or "
-                f"fix the permissions, then run again", EXIT_FAULT)
+        return (f"{dump}: cannot write table {table.table} ({table.path}): {why}; {_WHOLE}: {fix}, then run "
+                f"again", EXIT_FAULT)
     return None
 
 
