@@ -93,10 +93,13 @@ class Holder:
         return (f"{self.job}, started {started} on host {self.host} (pid {self.pid}), last heartbeat "
                 f"{max(0, round(now - self.heartbeat))} s ago")
 
-    def dead(self, now: float) -> str | None:
-        """Why the holder is known to be gone (None: it may be running)."""
-        if now - self.heartbeat > stale_after():
-            return f"no heartbeat for {round(now - self.heartbeat)} s"
+    def dead(self, now: float, mtime: float = 0.0) -> str | None:
+        """Why the holder is known to be gone (None: it may be running). The last heartbeat is the later of the
+        holder's own clock and the marker's modification time (the file system's or object store's clock), so a
+        holder whose clock lags is not taken for dead."""
+        last = max(self.heartbeat, mtime)
+        if now - last > stale_after():
+            return f"no heartbeat for {round(now - last)} s"
         if self.host == socket.gethostname():
             try:
                 os.kill(self.pid, 0)
@@ -267,7 +270,7 @@ class RunLock:
             data, mtime = got
             other = Holder.decode(data)
             now = time.time()
-            why = other.dead(now) if other else ("an unreadable marker" if now - mtime > stale_after() else None)
+            why = other.dead(now, mtime) if other else ("an unreadable marker" if now - mtime > stale_after() else None)
             if why is None:
                 raise DumpBusy(self._busy(other))
             self.log.warning("replacing a stale run marker %s (%s): %s", self.marker.shown,

@@ -177,7 +177,10 @@ def test_stale_and_broken_markers_never_block_for_ever(tmp_path, monkeypatch) ->
     lock.release()
     assert not p.exists()
     monkeypatch.setenv("RMQ_REPLAY_LOCK_STALE", "60")
-    _marker(wh, heartbeat=time.time() - 61)
+    _marker(wh, heartbeat=time.time() - 61)  # a holder whose clock lags: the marker's own time keeps it alive
+    with pytest.raises(DumpBusy, match="last heartbeat 61 s ago"):
+        RunLock("build_queues", wh, DUMP).acquire()
+    os.utime(p, (time.time() - 61, time.time() - 61))
     lock = RunLock("build_queues", wh, DUMP)
     lock.acquire()
     lock.release()
