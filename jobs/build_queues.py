@@ -42,6 +42,7 @@ from jobs.cli import (
     ROOT,
     InputError,
     add_broker_version_arg,
+    add_run_args,
     add_session_args,
     apply_writer_conf,
     broker_version_of,
@@ -273,6 +274,7 @@ def parser() -> argparse.ArgumentParser:
     add_session_args(p, DEFAULTS, "split_bytes, batch_rows, check_crc, units_per_partition, master, spark_conf "
                                   "for a session the job starts itself, parquet_conf set on the session for the "
                                   "Parquet writers")
+    add_run_args(p)
     p.add_argument("--export-cq", metavar="DIR",
                    help="also write the rebuilt queues as the broker's files, DIR/consumequeue/<topic>/<queueId>/ "
                         "(and DIR/consumequeue_ext/... when enableConsumeQueueExt is on), sized by "
@@ -644,7 +646,7 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> in
     """Parse, validate, run, print the summary; bad input is one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     return run_main(PROG, lambda: _prepare(args), lambda i: f"{PROG} {i.dump_id}", lambda i: i.defaults,
-                    args.master, run, spark)
+                    args.master, run, spark, break_lock=args.break_lock)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
 from jobs.delta_io import check_dump_id, warehouse_problem
+from jobs.faults import EXIT_BUSY, EXIT_FAULT, describe
+from jobs.runlock import DumpBusy, MarkerError, RunLock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -124,39 +126,112 @@ def job_session(app_name: str, defaults: dict[str, Any], master: str | None,
                           conf={k: str(v) for k, v in (defaults.get("spark_conf") or {}).items()},
                           locations=[warehouse])
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_task_failures(spark)
     return spark
 
 
+# What Spark logs, task by task, when tasks fail: each failure's Java stack and Python traceback, then the tasks it
+# cancels. The job ends with one sentence naming the cause (jobs.faults), or with the exception itself when it
+# recognises none, so in a session it starts these stay quiet (RMQ_REPLAY_TASK_LOGS=1 keeps them).
+_TASK_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                 "org.apache.spark.storage.BlockManager", "org.apache.spark.TaskContextImpl",
+                 "org.apache.spark.api.python.PythonRunner",
+                 "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+                 "org.apache.spark.storage.memory.MemoryStore", "org.apache.spark.scheduler.DAGScheduler",
+                 "org.apache.spark.util.Utils")
+
+
+def _quiet_task_failures(spark: SparkSession) -> None:
+    """Turn off the loggers that repeat a failing task's stack (see _TASK_LOGGERS)."""
+    if os.environ.get("RMQ_REPLAY_TASK_LOGS") == "1":
+        return
+    try:
+        jvm = spark.sparkContext._jvm
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in _TASK_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
+    except Exception:  # another logging backend: keep Spark's own output
+        pass
+
+
 def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], str], defaults: Callable[[Any], dict],
-             master: str | None, work: Callable[[SparkSession, Any], Any], spark: SparkSession | None) -> int:
+             master: str | None, work: Callable[[SparkSession, Any], Any], spark: SparkSession | None,
+             break_lock: bool | None = None, resolve: Callable[[SparkSession, Any], Any] | None = None) -> int:
     """Validate (InputError → one line, exit 2), start Spark if no session is given (failure → one line, exit 1),
     check that a warehouse given as a URI answers (exit 2), run, print the summary's lines; an InputError raised
-    by the run (e.g. a warehouse without the dump) is exit 2."""
+    by the run (e.g. a warehouse without the dump) is exit 2.
+
+    A job that writes the dump's tables passes break_lock (True or False): it then holds the dump's run marker
+    (jobs.runlock) from before any work to its end, and another run holding it is one sentence and exit 3
+    (EXIT_BUSY), before Spark starts when the warehouse is local and the dump id known. `resolve` completes the
+    inputs with the session first (job 2 without --dump-id finds the dump in the dumps table). A failure part-way
+    that jobs.faults recognises (a store read, a table write, a Delta conflict) is one sentence and its exit code."""
     try:
         inputs = prepare()
     except InputError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    own = spark is None
-    if own:
-        try:
-            spark = job_session(app_name(inputs), defaults(inputs), master, getattr(inputs, "warehouse", None))
-        except Exception as e:  # the session builder's own errors (no Delta jars, no Java) are one line too
-            print(f"{prog}: error: cannot start Spark: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                  file=sys.stderr)
-            return 1
+        return _fail(prog, str(e), 2)
+    lock: RunLock | None = None
+    wh = getattr(inputs, "warehouse", None)
+    early = break_lock is not None and wh is not None and "://" not in wh and getattr(inputs, "dump_id", None)
     try:
-        check_warehouse(spark, getattr(inputs, "warehouse", None))
-        summary = work(spark, inputs)
-    except InputError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    finally:
+        if early:
+            lock = _lock(prog, inputs, None, break_lock)
+        own = spark is None
         if own:
-            spark.stop()
+            try:
+                spark = job_session(app_name(inputs), defaults(inputs), master, wh)
+            except Exception as e:  # the session builder's own errors (no Delta jars, no Java) are one line too
+                return _fail(prog, f"cannot start Spark: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                             1)
+        said = None
+        try:
+            check_warehouse(spark, wh)
+            if break_lock is not None and lock is None:
+                if resolve is not None:
+                    inputs = resolve(spark, inputs)
+                lock = _lock(prog, inputs, spark, break_lock)
+            summary = work(spark, inputs)
+        except Exception as e:
+            said = describe(e, getattr(inputs, "dump_id", None)) if not isinstance(e, InputError) else (str(e), 2)
+            if said is None:
+                raise
+        finally:
+            if lock is not None:
+                lock.release()
+                lock = None
+            if own:
+                spark.stop()  # before the sentence: the tasks Spark cancels log as they end
+        if said is not None:
+            return _fail(prog, *said)
+    except (DumpBusy, MarkerError) as e:
+        return _fail(prog, str(e), EXIT_BUSY if isinstance(e, DumpBusy) else EXIT_FAULT)
+    finally:
+        if lock is not None:
+            lock.release()
     for line in summary.lines():
         print(line)
     return 0
+
+
+def _fail(prog: str, message: str, code: int) -> int:
+    """Print `<prog>: error: <message>` on stderr; return the exit code."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _lock(prog: str, inputs: Any, spark: SparkSession | None, break_lock: bool) -> RunLock:
+    """The dump's run marker, acquired (DumpBusy when another run holds it)."""
+    lock = RunLock(prog, inputs.warehouse, inputs.dump_id, spark, job_logger(prog))
+    lock.acquire(break_lock)
+    return lock
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """--break-lock, for the jobs that write a dump's tables."""
+    p.add_argument("--break-lock", action="store_true",
+                   help="remove the dump's run marker (<warehouse>/_runs/<dump_id>.lock) before starting: for a "
+                        "run you know is dead whose marker has not gone stale yet (a marker without a heartbeat "
+                        "for 10 minutes, or left by a pid no longer running on this host, is replaced anyway)")
 
 
 def check_warehouse(spark: SparkSession, warehouse: str | None) -> None:

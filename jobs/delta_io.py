@@ -38,8 +38,21 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     which doubled the write time of the wide per-decision and per-message tables; the keys lookups filter on keep
     their data skipping. A table made before the setting existed gets it (one property commit) on its next write.
     The schema is merged, so a table written by an older release takes a column added since (null on other dumps'
-    rows) and keeps one dropped since (null on the new rows)."""
+    rows) and keeps one dropped since (null on the new rows). A failure is TableWriteError (jobs.faults) naming the
+    table and dump, its cause chained."""
     path = table_path(warehouse, table)
+    check_dump_id(dump_id)
+    try:
+        _replace(df, path, dump_id, stats_columns)
+    except Exception as e:  # Py4JJavaError, a captured SQL or Python exception: the cause stays chained
+        from jobs.faults import TableWriteError
+
+        raise TableWriteError(table, path, dump_id) from e
+    return path
+
+
+def _replace(df: DataFrame, path: str, dump_id: str, stats_columns: Sequence[str]) -> None:
+    """replace_dump's write itself."""
     writer = (df.write.format("delta").mode("overwrite").option("replaceWhere", f"dump_id = '{check_dump_id(dump_id)}'")
               .option("mergeSchema", "true"))
     if stats_columns:
@@ -50,7 +63,6 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
         elif current.get(STATS_PROPERTY) != wanted:
             df.sparkSession.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{STATS_PROPERTY}' = '{wanted}')")
     writer.save(path)
-    return path
 
 
 def _table_properties(spark: SparkSession, path: str) -> dict[str, str] | None:

@@ -59,6 +59,7 @@ from jobs.cli import (
     ROOT,
     InputError,
     add_broker_version_arg,
+    add_run_args,
     add_session_args,
     apply_writer_conf,
     broker_version_of,
@@ -228,6 +229,7 @@ def parser() -> argparse.ArgumentParser:
     add_broker_version_arg(p, f"default: what job 1 recorded for the dump when --store is not given, else "
                               f"{brokerversion.DEFAULT}")
     add_session_args(p, DEFAULTS)
+    add_run_args(p)
     return p
 
 
@@ -677,7 +679,7 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> in
     """Parse, validate, run, print the summary; bad input is one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     return run_main(PROG, lambda: validate(args), lambda i: f"{PROG} {i.dump_id or ''}".strip(), lambda i: i.defaults,
-                    args.master, run, spark)
+                    args.master, run, spark, break_lock=args.break_lock, resolve=resolve_store)
 
 
 if __name__ == "__main__":

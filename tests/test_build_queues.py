@@ -675,7 +675,8 @@ def test_a_run_killed_while_writing_leaves_each_table_whole_and_the_next_run_com
     removed) under the same dump id, killed with SIGKILL as soon as the first data file of its messages write
     appears: messages still holds the clean run's rows (the write's files are there, its commit is not), every
     other table holds either the clean run's rows or the smaller dump's, never a mix or a duplicate; the next
-    run then leaves every table equal to the clean run's."""
+    run, `main` itself, replaces the run marker the killed run left and leaves every table equal to the clean
+    run's."""
     import signal
     import time
 
@@ -718,5 +719,10 @@ def test_a_run_killed_while_writing_leaves_each_table_whole_and_the_next_run_com
             if t == "dump_files":
                 assert [f["path"] for f in after[t]] == [f["path"] for f in clean[t]][:-1]
 
-    run_job(spark, tag_run["store"], wh, *clean_args)
+    # the killed run's marker stays behind; the next run (the entry point itself) replaces it, its pid being gone
+    from jobs.runlock import Holder, marker_path
+
+    assert Holder.decode(Path(marker_path(wh, "kill")).read_bytes()).pid == proc.pid
+    assert build_queues.main(["--store", tag_run["store"], "--warehouse", wh, *clean_args], spark=spark) == 0
+    assert not Path(marker_path(wh, "kill")).exists()
     assert {t: rows(spark, wh, t, "kill", ["dump_id"] + _key(t)) for t in TABLES} == clean

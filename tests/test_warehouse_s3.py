@@ -202,3 +202,70 @@ def test_bad_warehouse_uris_are_one_line(spark, s3, locked, capsys, job) -> None
     assert "s3a://locked/wh: cannot use the warehouse" in err and "403" in err, err
     err = _one_line_error(capsys, main, args + ["--warehouse", "s3://lake/wh"], spark)
     assert "s3://lake/wh: cannot use the warehouse" in err and "s3a://" in err
+
+
+def test_a_second_run_on_the_s3a_warehouse_refuses_naming_the_first(spark, s3) -> None:
+    """Job 1 holds s3a://lake/wh/_runs/demo.lock (run here, held before its work); `python -m jobs.build_queues`
+    on the same warehouse and dump is one sentence naming it, exit 3, and leaves the marker alone."""
+    import threading
+    import time
+
+    from jobs.runlock import Holder, marker_path
+
+    s3a_wh = f"s3a://{LAKE}/locked-run"
+    argv = ["--store", store_uri(s3), "--warehouse", s3a_wh, "--broker-conf", str(DEMO / "broker.conf"),
+            "--dump-id", "demo"]
+    bucket = s3server.s3fs(s3)
+    key = marker_path(s3a_wh, "demo").split("://", 1)[1]
+    go, done = threading.Event(), {}
+    real_run = build_queues.run
+
+    def held(*a, **kw):
+        assert go.wait(300)
+        return real_run(*a, **kw)
+
+    build_queues.run = held
+    t = threading.Thread(target=lambda: done.update(rc=build_queues.main(argv, spark=spark)))
+    t.start()
+    try:
+        deadline = time.monotonic() + 120
+        while bucket.get_file_info(key).type == pafs.FileType.NotFound:
+            assert t.is_alive() and time.monotonic() < deadline, "no marker"
+            time.sleep(0.1)
+        with bucket.open_input_stream(key) as f:
+            holder = Holder.decode(f.read())
+        env = {**os.environ, "AWS_ENDPOINT_URL": f"http://{s3}",
+               "PYSPARK_SUBMIT_ARGS": "--driver-memory 1g pyspark-shell"}
+        done2 = subprocess.run([sys.executable, "-m", "jobs.build_queues", *argv], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=600)
+    finally:
+        go.set()
+        t.join()
+        build_queues.run = real_run
+    assert done2.returncode == 3, done2.stderr[-3000:]
+    last = done2.stderr.rstrip("\n").splitlines()[-1]
+    assert last.startswith("build_queues: error: dump 'demo' is being processed by another run (build_queues, "
+                           "started ") and f"(pid {holder.pid})" in last and f"host {holder.host}" in last, last
+    assert f"marker {s3a_wh}/_runs/demo.lock" in last
+    assert done["rc"] == 0 and bucket.get_file_info(key).type == pafs.FileType.NotFound
+
+
+def test_the_s3a_marker_is_created_with_if_none_match(spark, s3) -> None:
+    """The race create-if-absent must win: S3A's existence check passes, another writer puts the marker, and our
+    PUT (If-None-Match: *) is refused with 412 as FileAlreadyExistsException, its object left as it was."""
+    from py4j.protocol import Py4JJavaError
+
+    from jobs.runlock import CONDITIONAL
+
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"s3a://{LAKE}/race/_runs/x.lock")
+    fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    out = fs.createFile(path).overwrite(False).must(CONDITIONAL, True).build()  # checked: absent
+    out.write(bytearray(b"ours"))
+    with s3server.s3fs(s3).open_output_stream(f"{LAKE}/race/_runs/x.lock") as f:
+        f.write(b"theirs")
+    with pytest.raises(Py4JJavaError) as e:
+        out.close()
+    assert "FileAlreadyExistsException" in str(e.value.java_exception.toString()) or "412" in str(e.value)
+    with s3server.s3fs(s3).open_input_stream(f"{LAKE}/race/_runs/x.lock") as f:
+        assert f.read() == b"theirs"

@@ -32,6 +32,7 @@ from filterlib.errors import StoreFormatError
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 REMOTE_READ_CHUNK = 8 << 20  # bytes per ranged GET when filling a scan window
 READ_LEDGER_ENV = "RMQ_REPLAY_READ_LEDGER"  # a directory: every RemoteFile appends its read totals there on close
+ATTEMPTS_ENV = "RMQ_REPLAY_STORE_ATTEMPTS"  # attempts per S3 request (default 4)
 
 _lock = threading.Lock()
 _roots: list[tuple[str, str, pafs.FileSystem]] = []  # (canonical root URI, its path in the file system, fs)
@@ -99,9 +100,27 @@ def _with_endpoint_from_env(uri: str) -> str:
     return urlunsplit((u.scheme, u.netloc, u.path, urlencode(query), ""))
 
 
+def attempts() -> int:
+    """Attempts per S3 request before a read fails ($RMQ_REPLAY_STORE_ATTEMPTS, default 4)."""
+    return max(1, int(os.environ.get(ATTEMPTS_ENV, "4")))
+
+
+def _bounded(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """An S3 file system with the AWS SDK's standard retry strategy held to attempts() per request.
+
+    `from_uri` (and unpickling in a task) leaves the SDK's default strategy, which retries an erroring or stalling
+    GET about 30 times (a stall is cut after the SDK's 3 s without a byte): minutes before a read fails. Other
+    file systems are returned as they are."""
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    kwargs = fs.__reduce__()[1][0]
+    return pafs.S3FileSystem(**kwargs, retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts()))
+
+
 def _from_uri(uri: str) -> tuple[pafs.FileSystem, str]:
     try:
-        return pafs.FileSystem.from_uri(_with_endpoint_from_env(uri))
+        fs, path = pafs.FileSystem.from_uri(_with_endpoint_from_env(uri))
+        return _bounded(fs), path
     except (OSError, ValueError, TypeError) as e:
         why = _one_line(e)
         raise StoreAccessError(f"cannot open the file system: {why}", path=display(uri), reason=why) from None
@@ -163,8 +182,9 @@ def install(snap: list[tuple[str, str, pafs.FileSystem]]) -> None:
         return
     keys = {r[0] for r in snap}
     with _lock:
-        # a reused worker may hold an earlier run's file system or listings for the same bucket: replace them
-        _roots[:] = [r for r in _roots if r[0] not in keys] + list(snap)
+        # a reused worker may hold an earlier run's file system or listings for the same bucket: replace them.
+        # Unpickling lost the retry strategy: bound it again.
+        _roots[:] = [r for r in _roots if r[0] not in keys] + [(k, root, _bounded(fs)) for k, root, fs in snap]
         _roots.sort(key=lambda r: -len(r[0]))
         _installed.update(keys)
         _listings.clear()
@@ -305,12 +325,17 @@ class RemoteFile:
         self.hi = max(self.hi, off + len(b))
         return b
 
+    def _error(self, n: int, off: int, e: BaseException) -> StoreAccessError:
+        """A failed ranged read: the object, the byte range and the attempts in the message."""
+        tries = f" after {attempts()} attempts" if self.uri.lower().startswith("s3://") else ""
+        return StoreAccessError(f"{display(self.uri)}: cannot read bytes {off}-{off + n - 1}{tries}: {_one_line(e)}",
+                                offset=off, reason=_one_line(e))
+
     def read_at(self, n: int, off: int) -> bytes:
         try:
             return self._get(n, off)
         except (OSError, ValueError) as e:
-            raise StoreAccessError(f"cannot read {n} bytes: {_one_line(e)}", path=display(self.uri),
-                                   offset=off, reason=_one_line(e)) from None
+            raise self._error(n, off, e) from None
 
     def readinto_at(self, mv: memoryview, off: int, chunk: int = REMOTE_READ_CHUNK) -> int:
         """Fill mv from file offset off in ranged reads of at most `chunk` bytes; the count read (short at EOF)."""
@@ -320,8 +345,7 @@ class RemoteFile:
             try:
                 b = self._get(n, off + got)
             except (OSError, ValueError) as e:
-                raise StoreAccessError(f"cannot read {n} bytes: {_one_line(e)}", path=display(self.uri),
-                                       offset=off + got, reason=_one_line(e)) from None
+                raise self._error(n, off + got, e) from None
             k = len(b)
             if not k:
                 break

@@ -133,6 +133,18 @@ def reason_text(code: int) -> str:
     return REASONS.get(code, f"reason {code}")
 
 
+def _open_local(path: str):
+    """A local store file for reading; StoreAccessError naming it when it is gone (deleted after the driver listed
+    the store) or cannot be opened."""
+    try:
+        return open(path, "rb", buffering=0)
+    except FileNotFoundError:
+        raise sfs.StoreAccessError(f"{path}: the file is gone (it was listed when the run started)",
+                                   reason="no such file") from None
+    except OSError as e:
+        raise sfs.StoreAccessError(f"{path}: cannot open: {e.strerror or e}", reason=str(e)) from None
+
+
 class _Window:
     """A read buffer over one file, borrowed from a per-thread spare (fresh big buffers cost page faults).
 
@@ -152,7 +164,7 @@ class _Window:
         self.tail = REMOTE_TAIL
         self._last_off = -1
         self.remote = sfs.open_random(path) if sfs.is_remote(path) else None
-        self.fh = None if self.remote is not None else open(path, "rb", buffering=0)
+        self.fh = None if self.remote is not None else _open_local(path)
         self.buf: np.ndarray | None = getattr(_local, "buf", None)
         _local.buf = None
 
@@ -191,7 +203,11 @@ class _Window:
         self.fh.seek(off)
         got = 0
         while got < size:
-            k = self.fh.readinto(mv[got:size])
+            try:
+                k = self.fh.readinto(mv[got:size])
+            except OSError as e:
+                raise sfs.StoreAccessError(f"{self.path}: cannot read bytes {off + got}-{off + size - 1}: "
+                                           f"{e.strerror or e}", offset=off + got, reason=str(e)) from None
             if not k:
                 raise StoreFormatError(f"file shrank while being read (expected {self.file_size} bytes)",
                                        path=self.path, offset=off + got)
