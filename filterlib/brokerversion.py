@@ -12,6 +12,11 @@ harness (tests/reference, `-Procketmq-5.5.1`):
   - a heartbeat marks every record of the group on a topic it no longer lists dead *now*, even one already dead;
   - a changed expression that does not compile leaves the old record in the per-topic map (CalcBitMap still
     evaluates it, `persist()` still writes it) while `get(topic, group)`, `unRegister` and `clean()` no longer see it.
+- From 5.5.0, `RocksDBConsumeQueue.iterateFrom(offset, maxMsgNums)` returns a `RocksDBReusableIterator` (while
+  `iteratorWhenUseRocksdbConsumeQueue`, default true) that reads batch after batch to the queue's end, so one
+  getMessage call on a RocksDB queue scans like a file queue without file ends; 5.3.3 and 5.4.0 read one batch of
+  units per call. (File queues page alike in every release.)
+- Config files are written by fastjson 1.x up to 5.3.x and by fastjson2 from 5.4.0 (`fastjson.dialect_of`).
 """
 
 from __future__ import annotations
@@ -66,6 +71,16 @@ def registry_rules(version: BrokerVersion | str = DEFAULT) -> RegistryRules:
     if v >= V5_5_1:
         return RegistryRules(V5_5_1, True, True, True, True)
     return RegistryRules(V5_3_3, False, False, False, False)
+
+
+V5_5_0 = BrokerVersion(5, 5, 0)
+
+
+def rocksdb_pull_to_queue_end(version: BrokerVersion | str, iterator_setting: bool = True) -> bool:
+    """Whether getMessage's scan of a RocksDB queue runs to the queue's end (5.5.0 on with
+    iteratorWhenUseRocksdbConsumeQueue) rather than stopping after one batch of units (before 5.5.0)."""
+    v = BrokerVersion.parse(version) if isinstance(version, str) else version
+    return v >= V5_5_0 and iterator_setting
 
 
 def rules_release(version: BrokerVersion | str) -> str:

@@ -5,7 +5,9 @@ the next call before any filter sees it), so the filter verdicts are computed be
 (`filterlib.engine.decide`), and this replays only the paging: per call the request offset, status, next
 begin offset, messages returned and messages the commit-log layer dropped, and for each unit the call that
 filtered it. The scan of one call stops at the end of the consume-queue file (travelCqFileNumWhenGetMessage
-files when nothing was found; for a RocksDB queue, `units_per_file` 0, after maxMsgNums units per iterator),
+files when nothing was found; for a RocksDB queue, `units_per_file` 0, after maxMsgNums units per iterator before
+5.5.0 and at the queue's end from 5.5.0 on, whose RocksDBReusableIterator reads on batch after batch: see
+`PullConfig.rocksdb_to_queue_end`),
 after maxFilterMessageSize bytes of units, or when the batch is full (message count, pull size, and the in-memory
 or on-disk transfer limits).
 """
@@ -48,6 +50,9 @@ class PullConfig:
     max_transfer_count_on_disk: int = 8
     travel_cq_file_num: int = 1
     max_total_msg_size: int = MAX_PULL_MSG_SIZE
+    rocksdb_to_queue_end: bool = False
+    """A RocksDB queue's iterator runs to the queue's end (5.5.0 on, iteratorWhenUseRocksdbConsumeQueue true:
+    `filterlib.brokerversion.store_rules`), not one batch of units per call (5.3.3)."""
 
 
 @dataclass
@@ -127,6 +132,8 @@ def _replay(start, min_offset, max_offset, units_per_file, sizes, cq_pass, cl_pa
                 files += 1
                 if units_per_file > 0:
                     file_end = (nextb // units_per_file + 1) * units_per_file
+                elif units_per_file < 0:  # 5.5.0's RocksDBReusableIterator: batch after batch to the queue's end
+                    file_end = max_offset
                 else:  # RocksDBConsumeQueue.iterateFrom(offset, maxMsgNums): at most a batch of units per call
                     file_end = nextb + max_msg_nums
                 qo = nextb
@@ -178,7 +185,8 @@ def replay_pulls(start: int, min_offset: int, sizes: np.ndarray, cq_pass: np.nda
         in_mem = np.ones(n, dtype=bool)
     max_pull = min(max(c.max_total_msg_size, 100), MAX_PULL_MSG_SIZE)
     max_filter = max(c.max_filter_message_size, c.batch_size * CQ_UNIT_SIZE)
-    out = _replay(int(start), int(min_offset), int(min_offset + n), int(units_per_file),
+    per_file = -1 if units_per_file == 0 and c.rocksdb_to_queue_end else int(units_per_file)
+    out = _replay(int(start), int(min_offset), int(min_offset + n), per_file,
                   np.asarray(sizes, dtype=np.int64), np.asarray(cq_pass, dtype=bool), np.asarray(cl_pass, dtype=bool),
                   np.asarray(in_mem, dtype=bool), c.batch_size, max_filter, max_pull,
                   c.max_transfer_bytes_in_memory, c.max_transfer_count_in_memory, c.max_transfer_bytes_on_disk,

@@ -114,6 +114,8 @@ class PullContext:
     now: int
     emit: str = UNIT
     """UNIT or PULL: the kind of rows the replay hands back."""
+    rocksdb_to_queue_end: bool = False
+    """How the broker release pages RocksDB queues (`PullConfig.rocksdb_to_queue_end`)."""
 
 
 _filters: dict[str, dict] = {}
@@ -148,7 +150,8 @@ def replay_queues(ctx: PullContext):
         units = units.sort_by("queue_offset").select(UNITS_SCHEMA.names).cast(UNITS_SCHEMA)
         entries = _topic_filters(ctx).get(topic, [])
         filters = [(p.index, f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)), p.batch_size) for p, f in entries]
-        decisions, pulls = simulate_queue(filters, units, min_offset, per_file, PullConfig())
+        decisions, pulls = simulate_queue(filters, units, min_offset, per_file,
+                                          PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end))
         return _out(decisions if ctx.emit == UNIT else pulls, OUT_SCHEMAS[ctx.emit], topic, queue_id)
 
     return run

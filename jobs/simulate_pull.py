@@ -598,7 +598,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     starts = _starts(inputs, all_plans, summary)
     plan_json = tuple(p.to_json() for p in all_plans)
     key = hashlib.sha256(json.dumps([spec, plan_json, starts, now], sort_keys=True, default=str).encode()).hexdigest()
-    ctx = PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry, now)
+    ctx = PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry, now,
+                      rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
+                          inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue))
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
 
     # No replay output is cached: caching its ~20 columns per decision cost 4x the replay itself. Each table reads a

@@ -116,6 +116,7 @@ class BrokerFilterConf:
     storePathRootDir: str = ""
     storePathCommitLog: str = ""
     storeType: str = "default"
+    iteratorWhenUseRocksdbConsumeQueue: bool = True
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerFilterConf:
