@@ -53,6 +53,7 @@ from jobs.cli import (
     open_store,
     read_subscriptions,
     run_main,
+    version_hint,
 )
 from jobs.decode_tasks import (
     EXPORT_SCHEMA,
@@ -106,6 +107,7 @@ class Inputs:
     export_cq: str | None = None
     verify: bool = False
     broker_version: str = brokerversion.DEFAULT
+    broker_version_given: bool = False
 
 
 @dataclass
@@ -324,7 +326,8 @@ def validate(args: argparse.Namespace) -> Inputs:
         except StoreFormatError as e:
             raise InputError(f"{e}; --verify cannot compare the rebuild with it") from None
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
-                  bool(check), export, args.verify, broker_version_of(args.broker_version))
+                  bool(check), export, args.verify, broker_version_of(args.broker_version),
+                  args.broker_version is not None)
 
 
 def _check_export_dir(path: str, store_root: str) -> str:
@@ -516,6 +519,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
     summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext, broker_version=inputs.broker_version)
     summary.issues += inputs.store.issues
+    if not inputs.broker_version_given and (hint := version_hint(inputs.store)):
+        summary.issues.append(hint)
     has_ext_dir = sfs.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
     if has_ext_dir and not ext:
         summary.issues.append("the dump has consumequeue_ext/ but enableConsumeQueueExt is off "

@@ -70,6 +70,7 @@ from jobs.cli import (
     open_store,
     read_subscriptions,
     run_main,
+    version_hint,
 )
 from jobs.delta_io import read_dump, replace_dump, table_path
 from jobs.pull_tasks import (
@@ -557,10 +558,13 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     t0 = time.monotonic()
     sc = spark.sparkContext
     apply_writer_conf(spark, inputs.defaults)
+    version_given = inputs.broker_version is not None
     inputs = resolve_store(spark, inputs)
     conf = inputs.store.conf
     summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version)
     summary.notes += inputs.store.issues
+    if not version_given and inputs.broker_version == brokerversion.DEFAULT and (hint := version_hint(inputs.store)):
+        summary.notes.append(hint)
     messages, body_checks = _messages(spark, inputs)
     reg = _registry(inputs, as_job1=inputs.queues == REBUILT)
     summary.notes += reg.issues

@@ -115,6 +115,17 @@ def dumps(value: Any, pretty: bool = True, dialect: str = FASTJSON) -> str:
     return _dump(value, 0, pretty)
 
 
+def written_dialect(text: str) -> str | None:
+    """Which dialect wrote a pretty config file: the one whose output reproduces it byte for byte (None: neither,
+    or both alike, as for a file without empty objects, lists or integer keys)."""
+    try:
+        value = loads(text)
+    except ValueError:
+        return None
+    hits = [d for d in (FASTJSON, FASTJSON2) if dumps(value, True, d) == text]
+    return hits[0] if len(hits) == 1 else None
+
+
 def _dump2(value: Any, indent: int, pretty: bool) -> str:
     r"""fastjson2 with PrettyFormat, observed in 5.5.1's config files: every object entry (integer keys too) on a
     line of its own one tab deeper, then the closing brace on the object's own level, an empty object included
