@@ -16,7 +16,7 @@ harness (tests/reference, `-Procketmq-5.5.1`):
   `iteratorWhenUseRocksdbConsumeQueue`, default true) that reads batch after batch to the queue's end, so one
   getMessage call on a RocksDB queue scans like a file queue without file ends; 5.3.3 and 5.4.0 read one batch of
   units per call. (File queues page alike in every release.)
-- Config files are written by fastjson 1.x up to 5.3.x and by fastjson2 from 5.4.0 (`fastjson.dialect_of`).
+- Config files are written by fastjson 1.x up to 5.3.x and by fastjson2 from 5.4.0 (`config_dialect`).
 """
 
 from __future__ import annotations
@@ -65,26 +65,38 @@ class RegistryRules:
     failed_change_keeps_stale_record: bool
 
 
+def _version(version: BrokerVersion | str) -> BrokerVersion:
+    """A release given as text or already parsed."""
+    return BrokerVersion.parse(version) if isinstance(version, str) else version
+
+
 def registry_rules(version: BrokerVersion | str = DEFAULT) -> RegistryRules:
     """The ConsumerFilterManager rules a release follows (5.3.3's before 5.5.1, 5.5.1's from it on)."""
-    v = BrokerVersion.parse(version) if isinstance(version, str) else version
+    v = _version(version)
     if v >= V5_5_1:
         return RegistryRules(V5_5_1, True, True, True, True)
     return RegistryRules(V5_3_3, False, False, False, False)
 
 
+V5_4_0 = BrokerVersion(5, 4, 0)
 V5_5_0 = BrokerVersion(5, 5, 0)
 
 
 def rocksdb_pull_to_queue_end(version: BrokerVersion | str, iterator_setting: bool = True) -> bool:
     """Whether getMessage's scan of a RocksDB queue runs to the queue's end (5.5.0 on with
     iteratorWhenUseRocksdbConsumeQueue) rather than stopping after one batch of units (before 5.5.0)."""
-    v = BrokerVersion.parse(version) if isinstance(version, str) else version
-    return v >= V5_5_0 and iterator_setting
+    return _version(version) >= V5_5_0 and iterator_setting
+
+
+def config_dialect(version: BrokerVersion | str) -> str:
+    """The JSON dialect a release writes its config files in: fastjson2 from 5.4.0 (`filterlib.store.fastjson`)."""
+    from filterlib.store import fastjson
+
+    return fastjson.FASTJSON2 if _version(version) >= V5_4_0 else fastjson.FASTJSON
 
 
 def rules_release(version: BrokerVersion | str) -> str:
     """Which tested release's rules a version follows, in words for a summary."""
-    v = BrokerVersion.parse(version) if isinstance(version, str) else version
+    v = _version(version)
     follows = registry_rules(v).release
     return str(v) if v == follows else f"{v} (the filter registry rules of {follows}, the nearest tested release)"

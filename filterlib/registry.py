@@ -296,7 +296,7 @@ class ConsumerFilterManager:
 
     def encode(self, pretty: bool = True, now: int | None = None, dialect: str = fastjson.FASTJSON) -> str:
         """`encode(pretty)`: clean first, as the broker does on every persist, then the release's JSON dialect
-        (`fastjson.dialect_of`)."""
+        (`brokerversion.config_dialect`)."""
         self.clean(now)
         return fastjson.dumps(self.to_json(), pretty, dialect)
 

@@ -98,13 +98,6 @@ FASTJSON = "fastjson"
 FASTJSON2 = "fastjson2"
 
 
-def dialect_of(version: str) -> str:
-    """The dialect a broker release writes its config files in (fastjson2 from 5.4.0)."""
-    from filterlib.brokerversion import BrokerVersion
-
-    return FASTJSON2 if BrokerVersion.parse(version) >= BrokerVersion(5, 4, 0) else FASTJSON
-
-
 def dumps(value: Any, pretty: bool = True, dialect: str = FASTJSON) -> str:
     """`JSON.toJSONString(obj, pretty)` for the plain maps, lists and scalars of the config files, in the dialect of
     fastjson 1.x or of fastjson2 (`JSONWriter.Feature.PrettyFormat`)."""
