@@ -24,7 +24,7 @@ def _rows(dump_id: str, n: int, start: int = 0) -> list[tuple]:
 
 
 def _arrow(rows: list[tuple], schema: pa.Schema = SCHEMA) -> pa.Table:
-    return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
 
 
 def _task_write(spark, wh: str, table: str, dump_id: str, rows: list[tuple], parts: int,
@@ -120,7 +120,7 @@ def test_empty_dump_removes_its_rows(spark, tmp_path):
 
 def test_table_made_by_replace_dump_then_commit_dump_and_back(spark, tmp_path):
     wh = str(tmp_path)
-    replace_dump(spark.createDataFrame(_rows("a", 9) + [], DDL).repartition(3), wh, "t", "a", STATS)
+    replace_dump(spark.createDataFrame(_rows("a", 9), DDL).repartition(3), wh, "t", "a", STATS)
     replace_dump(spark.createDataFrame(_rows("b", 5), DDL), wh, "t", "b", STATS)
     commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 3, 50)),
                                                  SCHEMA, STATS)], SCHEMA, STATS)
@@ -145,7 +145,8 @@ def test_old_files_without_dump_stats_are_found_by_reading_them(spark, tmp_path)
 
 def test_a_file_holding_two_dumps_fails_loudly(spark, tmp_path):
     wh = str(tmp_path)
-    spark.createDataFrame(_rows("a", 3) + _rows("b", 3), DDL).coalesce(1).write.format("delta").save(str(tmp_path / "t"))
+    both = spark.createDataFrame(_rows("a", 3) + _rows("b", 3), DDL).coalesce(1)
+    both.write.format("delta").save(str(tmp_path / "t"))
     with pytest.raises(TableWriteError) as e:
         commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 1)),
                                                      SCHEMA)], SCHEMA)
