@@ -214,7 +214,7 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
             if writer is None:
                 if target.kind == "local":
                     os.makedirs(target.root, exist_ok=True)
-                writer = pq.ParquetWriter(fs.open_output_stream(path), schema, compression="snappy")
+                writer = pq.ParquetWriter(path, schema, filesystem=fs, compression="snappy")  # closes its stream
             writer.write_batch(batch)
             stats.add(batch)
     finally:
