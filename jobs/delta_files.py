@@ -296,7 +296,8 @@ def _scan_dump_ids(spark: SparkSession, path: str, version: int, names: set[str]
     from pyspark.sql import functions as F
 
     df = (spark.read.format("delta").option("versionAsOf", version).load(path)
-          .select(F.col("_metadata.file_name").alias("f"), F.col("dump_id")).distinct())
+          .select(F.col("_metadata.file_name").alias("f"), F.col("dump_id"))
+          .where(F.col("f").isin(sorted(names))).distinct())
     found: dict[str, set[str]] = {}
     for r in df.collect():
         name = unquote(r["f"])

@@ -82,11 +82,22 @@ def last_version(spark: SparkSession, path: str) -> int:
     return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
 
 
-def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> DataFrame:
-    """One dump's rows of a table."""
+def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,
+              latest: bool = False) -> DataFrame:
+    """One dump's rows of a table as the dump's last complete run left it (jobs.runs: the version that run
+    committed, so a run killed part-way is never seen); `version` reads that version instead, `latest` the newest
+    (a run reading what it has just written itself). A table no complete run names is read at its latest version."""
     from pyspark.sql import functions as F
 
-    return spark.read.format("delta").load(table_path(warehouse, table)).where(F.col("dump_id") == dump_id)
+    path = table_path(warehouse, table)
+    if version is None and not latest:
+        from jobs.runs import pinned_version
+
+        version = pinned_version(spark, warehouse, table, dump_id)
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(path).where(F.col("dump_id") == dump_id)
 
 
 # Fail fast when probing: a refused connection or a missing bucket is one answer, not minutes of S3A retries.

@@ -185,3 +185,36 @@ def test_files_for_another_dump_are_refused(spark, tmp_path):
         commit_dump(spark, wh, "t", "b", [d], SCHEMA)
     with pytest.raises(ValueError):
         file_target(spark, "gs://bucket/wh", "t", "a")
+
+
+@pytest.mark.parametrize("other", ["b", "a"])
+def test_a_concurrent_commit_conflicts_only_on_the_same_dump(spark, tmp_path, monkeypatch, other):
+    """Another writer commits between this commit's read and its write: a commit of another dump goes through
+    (the transaction read only dump a's files), one of the same dump is a Delta conflict and nothing is written."""
+    import jobs.delta_files as delta_files
+
+    wh = str(tmp_path)
+    for d in ("a", "b"):
+        commit_dump(spark, wh, "t", d, [write_part(file_target(spark, wh, "t", d), _arrow(_rows(d, 3)), SCHEMA,
+                                                   STATS)], SCHEMA, STATS)
+    theirs = write_part(file_target(spark, wh, "t", other), _arrow(_rows(other, 5, 500)), SCHEMA, STATS)
+    real = delta_files._files_to_remove
+
+    def meanwhile(*a, **kw):
+        found = real(*a, **kw)
+        monkeypatch.setattr(delta_files, "_files_to_remove", real)
+        commit_dump(spark, wh, "t", other, [theirs], SCHEMA, STATS)
+        return found
+
+    monkeypatch.setattr(delta_files, "_files_to_remove", meanwhile)
+    ours = write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 2, 900)), SCHEMA, STATS)
+    if other == "b":
+        assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
+        assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
+        assert _sorted(spark, wh, "t", "b") == _rows("b", 5, 500)
+    else:
+        with pytest.raises(TableWriteError) as e:
+            commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS)
+        assert "Concurrent" in str(e.value.__cause__)
+        assert last_version(spark, str(tmp_path / "t")) == 2
+        assert _sorted(spark, wh, "t", "a") == _rows("a", 5, 500)
