@@ -11,9 +11,11 @@ py4j, the jar the sessions already load (pinned: io.delta:delta-spark_4.2_2.13:4
 jars/pom.xml). Chosen over Delta Kernel's transaction API (4.4.0 jars on the class path: it appends but has no
 public way to remove files by a predicate, and no schema merge) and over delta-rs (`deltalake`: another package
 to pin, another writer with its own protocol support, and no s3a:// URIs or Hadoop settings). The transaction is
-the one replaceWhere uses: the same log store for every Hadoop file system (s3a included), conflict detection (the
-files read are those the dump predicate `dump_id = '<id>'` selects, so another dump's concurrent commit does not
-conflict), checkpoints, protocol and metadata checks, `DESCRIBE HISTORY` showing a WRITE with that predicate. The
+the one replaceWhere uses: the same log store for every Hadoop file system (s3a included), conflict detection
+(the transaction reads with the predicate `dump_id = '<id>'`; Delta checks other writers' added files against it
+per partition only, and the tables are not partitioned, so any concurrent commit to the table is a conflict, as
+for replaceWhere: jobs.faults makes it exit 3), checkpoints, protocol and metadata checks, and `DESCRIBE HISTORY`
+showing a WRITE with that predicate. The
 classes used (DeltaLog, OptimisticTransaction, Action.fromJson, AddFile.remove, DeltaOperations.Write) are
 delta-spark internals, not a public API: tests/test_delta_files.py holds them to the pinned release.
 

@@ -11,7 +11,7 @@ import pytest
 
 from jobs.delta_files import DUMP_TAG, commit_dump, file_target, write_part
 from jobs.delta_io import STATS_PROPERTY, last_version, read_dump, replace_dump
-from jobs.faults import TableWriteError
+from jobs.faults import EXIT_BUSY, TableWriteError, describe
 
 SCHEMA = pa.schema([("dump_id", pa.string()), ("unit", pa.int64()), ("consumer_group", pa.string()),
                     ("detail", pa.string())])
@@ -188,9 +188,11 @@ def test_files_for_another_dump_are_refused(spark, tmp_path):
 
 
 @pytest.mark.parametrize("other", ["b", "a"])
-def test_a_concurrent_commit_conflicts_only_on_the_same_dump(spark, tmp_path, monkeypatch, other):
-    """Another writer commits between this commit's read and its write: a commit of another dump goes through
-    (the transaction read only dump a's files), one of the same dump is a Delta conflict and nothing is written."""
+def test_a_concurrent_commit_is_a_conflict_and_writes_nothing(spark, tmp_path, monkeypatch, other):
+    """Another writer commits between this commit's read and its write: Delta's conflict check refuses ours
+    (TableWriteError, exit 3 in a job), the other writer's version stays. Delta checks added files against the
+    read predicate per partition only and the tables are not partitioned, so a concurrent commit of another dump
+    conflicts too, as it does for replaceWhere."""
     import jobs.delta_files as delta_files
 
     wh = str(tmp_path)
@@ -208,13 +210,15 @@ def test_a_concurrent_commit_conflicts_only_on_the_same_dump(spark, tmp_path, mo
 
     monkeypatch.setattr(delta_files, "_files_to_remove", meanwhile)
     ours = write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 2, 900)), SCHEMA, STATS)
-    if other == "b":
-        assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
-        assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
-        assert _sorted(spark, wh, "t", "b") == _rows("b", 5, 500)
-    else:
-        with pytest.raises(TableWriteError) as e:
-            commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS)
-        assert "Concurrent" in str(e.value.__cause__)
-        assert last_version(spark, str(tmp_path / "t")) == 2
-        assert _sorted(spark, wh, "t", "a") == _rows("a", 5, 500)
+    with pytest.raises(TableWriteError) as e:
+        commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS)
+    assert "DELTA_CONCURRENT_APPEND" in str(e.value.__cause__)
+    said = describe(e.value, "a")
+    assert said is not None and said[1] == EXIT_BUSY and "another writer committed to table t" in said[0], said
+    assert last_version(spark, str(tmp_path / "t")) == 2
+    assert _sorted(spark, wh, "t", other) == _rows(other, 5, 500)
+    assert _sorted(spark, wh, "t", "a" if other == "b" else "b") == _rows("a" if other == "b" else "b", 3)
+    # and once the other writer is done, the same commit goes through
+    monkeypatch.setattr(delta_files, "_files_to_remove", real)
+    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
