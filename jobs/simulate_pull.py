@@ -83,6 +83,7 @@ from jobs.pull_tasks import (
     read_dump_queues,
     replay_queues,
 )
+from jobs.runs import JOB1_TABLES, record_run
 from jobs.schemas import table_ddl
 
 if TYPE_CHECKING:
@@ -265,14 +266,12 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
     from dataclasses import replace
 
     from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     if inputs.store is not None:
         return replace(inputs, broker_version=inputs.broker_version or brokerversion.DEFAULT)
     try:
-        dumps = spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
-        if inputs.dump_id is not None:
-            dumps = dumps.where(F.col("dump_id") == inputs.dump_id)
+        dumps = (read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id) if inputs.dump_id is not None
+                 else spark.read.format("delta").load(table_path(inputs.warehouse, "dumps")))
         rows = dumps.limit(50).collect()
     except AnalysisException as e:
         raise InputError(f"{table_path(inputs.warehouse, 'dumps')}: cannot read job 1's dumps table "
@@ -634,7 +633,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
 
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: count the decisions")
-    written = read_dump(spark, wh, "pull_decisions", inputs.dump_id)
+    written = read_dump(spark, wh, "pull_decisions", inputs.dump_id, latest=True)
     outcome_aggs = [F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in vocab.OUTCOME_COLUMNS]
     broker_drop = F.col("layer").isin(vocab.CONSUME_QUEUE, vocab.COMMIT_LOG) & (F.col("outcome") != vocab.DELIVERED)
     agg_rows = written.groupBy(F.col("subscription_index").alias("plan")).agg(
@@ -647,7 +646,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         F.sum(F.when(F.col("outcome") == vocab.DELIVERED, F.col("size")).otherwise(0)).alias("bytes_delivered"),
         F.sum(F.when(broker_drop, F.col("size")).otherwise(0)).alias("bytes_filtered_on_broker")).collect()
     agg = {r["plan"]: r.asDict() for r in agg_rows}
-    pull_rows = read_dump(spark, wh, "pulls", inputs.dump_id).groupBy(F.col("subscription_index").alias("plan")).agg(
+    own_pulls = read_dump(spark, wh, "pulls", inputs.dump_id, latest=True)  # this run's, not yet recorded
+    pull_rows = own_pulls.groupBy(F.col("subscription_index").alias("plan")).agg(
         F.count(F.lit(1)).alias("pulls"), F.sum((F.col("message_count") == 0).cast("long")).alias("empty_pulls"),
         F.sum((F.col("status") == "FOUND").cast("long")).alias("found_pulls"),
         F.countDistinct("queue_id").alias("queues")).collect()
@@ -676,6 +676,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.what_if = _what_if(spark, inputs, all_decisions, messages, all_plans, compared, summary)
     if body_checks is not None:
         body_checks.unpersist()
+    record_run(spark, wh, PROG, inputs.dump_id, summary.tables, JOB1_TABLES)  # last: readers move to this run
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary
