@@ -74,6 +74,14 @@ def _table_properties(spark: SparkSession, path: str) -> dict[str, str] | None:
     return dict(DeltaTable.forPath(spark, path).detail().select("properties").first()[0] or {})
 
 
+def last_version(spark: SparkSession, path: str) -> int:
+    """The newest committed Delta version of the table at path (-1 when there is none): what a run records for a
+    table replace_dump wrote (one run per dump at a time, jobs.runlock, so no commit of this dump comes between)."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
+
+
 def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> DataFrame:
     """One dump's rows of a table."""
     from pyspark.sql import functions as F
