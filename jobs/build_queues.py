@@ -3,20 +3,23 @@
     python -m jobs.build_queues --store DIR --warehouse DIR [--dump-id ID] [--broker-conf FILE]
                                 [--subscriptions FILE] [--bodies]
 
-Spark distributes byte ranges of the commitlog files and decodes each ONCE: a task decodes its range and
-dispatches the records (`filterlib.dispatch`), emitting per record its consume-queue unit and its messages row
-(without body bytes unless --bodies), and its split report, the one thing the driver collects. The decode is
-persisted (bodies only under --bodies). The driver merges the reports per file (valid end, damage), drops rows past
-a file's valid end and re-decodes whole any file whose splits lost sync (that file's first-pass rows are all
-dropped, units and messages alike), so no record is written twice or lost. Every table (messages, consume_queue,
-consumer_filters, dump_files, and queue_diff with --verify) replaces that dump's rows in one commit per table.
-Tables and flags: docs/build_queues.md.
+Spark distributes byte ranges of the commitlog files and decodes each ONCE: a task decodes its range, dispatches
+the records (`filterlib.dispatch`) and emits their consume-queue units (persisted: they are small) and its split
+report, the one thing the driver collects; the range's messages rows (without body bytes unless --bodies) it
+writes itself as one Parquet file (`jobs.delta_files`, a local or s3a warehouse; other warehouses hand the rows to
+Spark's writer). The driver merges the reports per file (valid end, damage) and re-decodes whole any file whose
+splits lost sync; a split's units and its messages file are kept only when its rows lie before its file's valid
+end and the file was not re-decoded (the others' files are deleted, never committed), so no record is written
+twice or lost. Every table (messages, consume_queue, consumer_filters, dump_files, and queue_diff with --verify)
+replaces that dump's rows in one commit per table. Tables and flags: docs/build_queues.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import posixpath
 import shutil
 import sys
 import time
@@ -34,7 +37,7 @@ from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import parse_delay_levels
 from filterlib.store.queues import ROCKSDB
-from filterlib.store.scan import iter_ranges
+from filterlib.store.scan import SplitReport, iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
 from filterlib.tables import CONSUMER_FILTERS, DUMP_FILES, DUMPS
@@ -57,11 +60,15 @@ from jobs.cli import (
 )
 from jobs.decode_tasks import (
     DECODED_SCHEMA,
+    EXAMPLES,
     EXPORT_SCHEMA,
     MESSAGES_SCHEMA,
+    MESSAGES_STATS,
+    MESSAGES_TABLE,
     TASK_DDL,
     UNIT_COLUMNS,
     ExportContext,
+    SplitOutput,
     TaskContext,
     VerifyContext,
     decode_ranges,
@@ -70,7 +77,8 @@ from jobs.decode_tasks import (
     export_queues,
     parse_report,
 )
-from jobs.delta_io import replace_dump
+from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
+from jobs.delta_io import replace_dump, table_path
 from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:
@@ -83,8 +91,6 @@ log = job_logger(PROG)
 CQ_COLUMNS = CQ_SCHEMA.names
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
 CQ_STATS = ["dump_id", *QUEUE_KEY, "commit_log_offset"]
-MESSAGES_STATS = ["dump_id", "commit_log_offset", *QUEUE_KEY, "store_timestamp"]
-"""The columns Delta keeps file statistics for (what lookups filter on; see delta_io.replace_dump)."""
 DUMP_FILES_DDL = table_ddl(DUMP_FILES)
 DUMPS_DDL = table_ddl(DUMPS)
 FILTERS_DDL = table_ddl(CONSUMER_FILTERS)
@@ -375,14 +381,29 @@ def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], descripti
     return df
 
 
-def _plans(df: DataFrame) -> tuple[dict[int, FilePlan], int]:
-    """Each file's plan from its splits' reports, and the records with a compressed body the splits counted."""
-    reports = defaultdict(list)
+def _plans(df: DataFrame) -> tuple[dict[int, FilePlan], dict[int, list[tuple[SplitReport, SplitOutput]]]]:
+    """Each file's plan from its splits' reports, and the splits' reports and outputs by file."""
+    splits = defaultdict(list)
     for row in df.where(df.report.isNotNull()).select("report").collect():
-        r = parse_report(row.report)
-        reports[r.file_base].append(r)
-    compressed = sum(r.compressed for rs in reports.values() for r in rs)
-    return {base: plan_file(rs) for base, rs in reports.items()}, compressed
+        r, out = parse_report(row.report)
+        splits[r.file_base].append((r, out))
+    return {base: plan_file([r for r, _ in rs]) for base, rs in splits.items()}, splits
+
+
+def _kept(splits: dict[int, list[tuple[SplitReport, SplitOutput]]], plans: dict[int, FilePlan]
+          ) -> tuple[list[SplitOutput], list[SplitOutput]]:
+    """The outputs of the splits whose rows the tables keep, and of the others. A file re-decoded whole keeps none
+    of its splits; otherwise a split keeps its rows when its first record lies before the file's valid end: the
+    splits' record chains then tile [0, valid end) exactly (`merge_reports`), so a split's rows are all before the
+    valid end or all past it (a split that resynchronised beyond a damaged record), never some of each."""
+    kept: list[SplitOutput] = []
+    dropped: list[SplitOutput] = []
+    for base, rs in splits.items():
+        plan = plans[base]
+        for r, out in rs:
+            ok = not plan.fallback and r.sync is not None and r.sync < plan.account.valid_end
+            (kept if ok else dropped).append(out)
+    return kept, dropped
 
 
 def _valid_rows(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
@@ -513,6 +534,25 @@ def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: Registry
                                key=lambda q: (q["topic"], q["queue_id"])), first)
 
 
+def _messages_target(spark: SparkSession, inputs: Inputs) -> FileTarget | None:
+    """Where the decode tasks write the messages files themselves: a local or s3a warehouse; None for any other
+    (Spark's writer then writes the rows the tasks hand it)."""
+    try:
+        return file_target(spark, inputs.warehouse, "messages", inputs.dump_id)
+    except ValueError:
+        return None
+
+
+def _delete_parts(target: FileTarget, parts: list[dict]) -> None:
+    """Delete files the tasks wrote that no commit names (a file re-decoded whole, a split past the valid end):
+    a tidy-up only, as the table never reads them."""
+    fs = target.filesystem()
+    for p in parts:
+        with contextlib.suppress(OSError):
+            fs.delete_file(posixpath.join(target.root, p["path"]) if target.kind != "local"
+                           else os.path.join(target.root, p["path"]))
+
+
 def _rows_written(spark: SparkSession, path: str) -> int | None:
     """numOutputRows of a Delta table's latest commit (None if the commit does not say)."""
     (metrics,) = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("operationMetrics").first()
@@ -550,13 +590,15 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     files = inputs.store.commitlog.files
     tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
+    target = _messages_target(spark, inputs)
     ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
                       int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry),
-                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies)
+                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies, target, parquet_codec(spark))
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
-    plans, compressed = _plans(decoded[0])
+    plans, splits = _plans(decoded[0])
+    kept, dropped = _kept(splits, plans)
     valid = _valid_rows(decoded[0], plans)
     redo = [p for p in plans.values() if p.fallback]
     if redo:
@@ -565,7 +607,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size) for p in redo]
         decoded.append(_decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
         again, more = _plans(decoded[-1])
-        compressed += more  # a split that lost sync may have missed every compressed record of its file
+        also, gone = _kept(more, again)
+        kept, dropped = kept + also, dropped + gone
         stuck = [os.path.basename(p.account.path) for p in again.values() if p.fallback]
         if stuck:  # one range from offset 0 follows the record chain itself: it cannot lose sync
             raise RuntimeError(f"whole-file decode of {', '.join(stuck)} is inconsistent with its own report")
@@ -610,22 +653,28 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.verify = _verify(spark, units, inputs, reg, summary)
         log.info("verified: %d differences", summary.verify.differences)
 
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write messages")
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit messages" if target else
+                         f"{PROG} {inputs.dump_id}: write messages")
     # The decode's own rows: each file's rows before its valid end, a file that fell back from its whole-file decode
-    msg_df = valid.where(F.col("message").isNotNull()).select(
-        dump_id.alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
-    summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
-    written = _rows_written(spark, summary.tables["messages"])
+    if target is not None:  # the splits' own files: those of the kept splits committed, the others deleted
+        parts = [o.part for o in kept if o.part is not None]
+        commit_dump(spark, wh, "messages", inputs.dump_id, parts, MESSAGES_TABLE, MESSAGES_STATS)
+        summary.tables["messages"] = table_path(wh, "messages")
+        _delete_parts(target, [o.part for o in dropped if o.part is not None])
+        written = sum(p["num_records"] for p in parts)
+    else:
+        msg_df = valid.where(F.col("message").isNotNull()).select(
+            dump_id.alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
+        summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
+        written = _rows_written(spark, summary.tables["messages"])
     if written != summary.records:
         summary.issues.append(f"the messages write holds {written} rows where the split reports counted "
                               f"{summary.records} records")
     log.info("wrote messages: %d records%s", written, " with bodies" if ctx.bodies else "")
-    if compressed:  # else no body can fail to decode: no scan
-        bad = msg_df.where(F.col("body_error").isNotNull())
-        summary.undecodable = bad.count()
+    summary.undecodable = sum(o.undecodable for o in kept)
+    summary.undecodable_examples = sorted((e for o in kept for e in o.examples),
+                                          key=lambda e: e["commit_log_offset"])[:EXAMPLES]
     if summary.undecodable:
-        summary.undecodable_examples = [r.asDict() for r in bad.select("topic", "commit_log_offset", "body_error")
-                                        .orderBy("commit_log_offset").limit(5).collect()]
         log.info("bodies the client cannot decode: %d", summary.undecodable)
     for df in decoded:
         df.unpersist()
