@@ -195,8 +195,10 @@ def _batches(data: pa.Table | Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBat
 
 
 def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch], schema: pa.Schema,
-               stats_columns: Sequence[str] = (), compression: str = "snappy") -> dict | None:
-    """In a task: write one Parquet file (pyarrow, `compression`: snappy unless told) under the table directory with
+               stats_columns: Sequence[str] = (), compression: str = "snappy",
+               options: dict[str, Any] | None = None) -> dict | None:
+    """In a task: write one Parquet file (pyarrow, `compression`: snappy unless told; `options`: more
+    pq.ParquetWriter arguments, e.g. which columns get dictionaries and statistics) under the table directory with
     a unique name; return a plain dict describing it (relative path, size, modification time, row count, Delta
     stats JSON with min/max/nullCount of stats_columns), or None when there were no rows."""
     fs = target.filesystem()
@@ -214,7 +216,8 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
             if writer is None:
                 if target.kind == "local":
                     os.makedirs(target.root, exist_ok=True)
-                writer = pq.ParquetWriter(path, schema, filesystem=fs, compression=compression)  # closes its stream
+                writer = pq.ParquetWriter(path, schema, filesystem=fs, compression=compression,  # closes its stream
+                                          **(options or {}))
             writer.write_batch(batch)
             stats.add(batch)
     finally:

@@ -290,10 +290,15 @@ def _desync_store(root: Path) -> tuple[list[str], int]:
     return keys, 150
 
 
-def test_split_that_loses_sync_falls_back_to_a_whole_file_decode(spark, warehouse, tmp_path) -> None:
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
+def test_split_that_loses_sync_falls_back_to_a_whole_file_decode(spark, tmp_path, monkeypatch, writer) -> None:
     """(Internal consistency: the file is the project's own encoding.) With 150-byte splits the second split
     resynchronises on a fake record inside the first record's body; the job re-decodes the file as one range and
-    loads only the real records."""
+    loads only the real records, whether the tasks write the messages files (the first pass's files are deleted,
+    never committed) or Spark's writer takes the rows (a warehouse pyarrow cannot write to)."""
+    if writer == "spark":
+        monkeypatch.setattr(build_queues, "_messages_target", lambda spark, inputs: None)
+    warehouse = str(tmp_path / "wh")  # its own: no other run's replaced files beside this one's
     keys, split = _desync_store(tmp_path / "desync")
     s = run_job(spark, str(tmp_path / "desync"), warehouse, "--split-bytes", str(split))
     assert s.fallbacks == [cl.file_name(0)]
@@ -304,6 +309,26 @@ def test_split_that_loses_sync_falls_back_to_a_whole_file_decode(spark, warehous
     assert all(u["msg_store_time"] is None for u in units)
     (f,) = rows(spark, warehouse, "dump_files", "desync", ["path"])
     assert f["whole_file_fallback"] and f["records"] == 4 and f["end_kind"] == "blank"
+    committed = {os.path.basename(p) for p in spark.read.format("delta").load(table_path(warehouse, "messages"))
+                 .inputFiles()}
+    on_disk = {p.name for p in (Path(warehouse) / "messages").glob("*.parquet")}
+    assert on_disk == committed or writer == "spark"  # no file of the first pass is left behind
+
+
+def test_spark_writer_path_writes_the_same_messages(spark, tag_run, tmp_path, monkeypatch) -> None:
+    """A warehouse the tasks cannot write to (neither local nor s3a) takes the messages rows through Spark's writer
+    from the same single decode: the same tables, row for row, as the task-written files (several splits per file,
+    --bodies)."""
+    args = ("--broker-conf", tag_run["conf"], "--split-bytes", "1500", "--dump-id", "tag", "--bodies")
+    run_job(spark, tag_run["store"], str(tmp_path / "a"), *args)
+    monkeypatch.setattr(build_queues, "_messages_target", lambda spark, inputs: None)
+    s = run_job(spark, tag_run["store"], str(tmp_path / "b"), *args)
+    assert not s.issues
+    for t in ("messages", "consume_queue"):
+        a, b = (rows(spark, str(tmp_path / w), t, "tag", _key(t)) for w in "ab")
+        assert a == b
+    check_messages(rows(spark, str(tmp_path / "b"), "messages", "tag", ["commit_log_offset"]),
+                   tag_run["listing"]["records"])
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, tag_run, capsys) -> None:

@@ -432,7 +432,7 @@ def test_explain_a_message_the_group_never_scanned(spark, replayed) -> None:
     assert payment["commit_log_offset"] in a.outcomes and a.outcomes[payment["commit_log_offset"]] is None
     # the demo ran job 1 with --bodies: the warehouse's own body is shown, as the client decodes it
     body = decompress_body(payment["body"], payment["sys_flag"]).decode()
-    assert f"bytes as stored (from the warehouse): {body[:explain.BODY_PREVIEW]!r}" in "\n".join(a.lines())
+    assert f"(from the warehouse): {body[:explain.BODY_PREVIEW]!r}" in "\n".join(a.lines())
     assert "does not subscribe to topic PaymentEvents" in "\n".join(a.lines())
     assert _explain(spark, wh, "billing-paid", "--msg-id", "NO-SUCH-ID").lines() == \
         ["no message with --msg-id NO-SUCH-ID in dump 'demo'"]
