@@ -105,7 +105,11 @@ MESSAGES = Table("messages", "one row per CommitLog record (blank fillers exclud
         "store_host": "STOREHOSTADDRESS",
         "reconsume_times": "RECONSUMETIMES",
         "prepared_transaction_offset": "PREPARED TRANSACTION OFFSET",
-        "body": "the body as stored (compressed when sys_flag says so)",
+        "body": "the body as stored (compressed when sys_flag bit 0 says so), written only by a run with `--bodies`; "
+                "null otherwise: the dump keeps it and `filterlib.store.bodies.read_bodies` reads it back by "
+                "commit_log_offset",
+        "body_size": "BODYLENGTH, the stored body's bytes (written with or without `--bodies`); the body starts "
+                     "72 + 8 + 8 bytes into the record, 12 more per IPv6 host (sys_flag bits 0x10, 0x20)",
         "topic": "TOPIC",
         "properties": "PROPERTIES as the broker parses them (empty values dropped)",
         "tags": "TAGS property",

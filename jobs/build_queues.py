@@ -1,22 +1,25 @@
 """Job 1: rebuild a dump's consume queues (with ext store times and filter bitmaps) and write the Delta tables.
 
     python -m jobs.build_queues --store DIR --warehouse DIR [--dump-id ID] [--broker-conf FILE]
-                                [--subscriptions FILE]
+                                [--subscriptions FILE] [--bodies]
 
-Spark distributes byte ranges of the commitlog files and decodes them twice. The first pass skips bodies: each
-task decodes its range and dispatches the records (`filterlib.dispatch`), emitting only consume-queue units (kept
-by Spark: they are small) and its split report, the one thing the driver collects. The driver merges the reports
-per file (valid end, damage), drops units past a file's valid end and re-decodes whole any file whose splits lost
-sync. The second pass decodes the same ranges with bodies straight into the messages table, each task dropping
-the rows at or past its file's valid end, so no body is ever cached. Every table (messages, consume_queue,
-consumer_filters, dump_files, and queue_diff with --verify) replaces that dump's rows in one commit per table.
-Tables and flags: docs/build_queues.md.
+Spark distributes byte ranges of the commitlog files and decodes each ONCE: a task decodes its range, dispatches
+the records (`filterlib.dispatch`) and emits their consume-queue units (persisted: they are small) and its split
+report, the one thing the driver collects; the range's messages rows (without body bytes unless --bodies) it
+writes itself as one Parquet file (`jobs.delta_files`, a local or s3a warehouse; other warehouses hand the rows to
+Spark's writer). The driver merges the reports per file (valid end, damage) and re-decodes whole any file whose
+splits lost sync; a split's units and its messages file are kept only when its rows lie before its file's valid
+end and the file was not re-decoded (the others' files are deleted, never committed), so no record is written
+twice or lost. Every table (messages, consume_queue, consumer_filters, dump_files, and queue_diff with --verify)
+replaces that dump's rows in one commit per table. Tables and flags: docs/build_queues.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import posixpath
 import shutil
 import sys
 import time
@@ -34,7 +37,7 @@ from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import parse_delay_levels
 from filterlib.store.queues import ROCKSDB
-from filterlib.store.scan import iter_ranges
+from filterlib.store.scan import SplitReport, iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
 from filterlib.tables import CONSUMER_FILTERS, DUMP_FILES, DUMPS
@@ -56,21 +59,26 @@ from jobs.cli import (
     version_hint,
 )
 from jobs.decode_tasks import (
+    DECODED_SCHEMA,
+    EXAMPLES,
     EXPORT_SCHEMA,
     MESSAGES_SCHEMA,
+    MESSAGES_STATS,
+    MESSAGES_TABLE,
     TASK_DDL,
-    UNITS_SCHEMA,
+    UNIT_COLUMNS,
     ExportContext,
+    SplitOutput,
     TaskContext,
     VerifyContext,
+    decode_ranges,
     diff_units,
     dump_queue_units,
     export_queues,
-    messages,
     parse_report,
-    queue_units,
 )
-from jobs.delta_io import read_dump, replace_dump
+from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
+from jobs.delta_io import replace_dump, table_path
 from jobs.runs import record_run
 from jobs.schemas import spark_ddl, table_ddl
 
@@ -84,8 +92,6 @@ log = job_logger(PROG)
 CQ_COLUMNS = CQ_SCHEMA.names
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
 CQ_STATS = ["dump_id", *QUEUE_KEY, "commit_log_offset"]
-MESSAGES_STATS = ["dump_id", "commit_log_offset", *QUEUE_KEY, "store_timestamp"]
-"""The columns Delta keeps file statistics for (what lookups filter on; see delta_io.replace_dump)."""
 DUMP_FILES_DDL = table_ddl(DUMP_FILES)
 DUMPS_DDL = table_ddl(DUMPS)
 FILTERS_DDL = table_ddl(CONSUMER_FILTERS)
@@ -109,6 +115,7 @@ class Inputs:
     verify: bool = False
     broker_version: str = brokerversion.DEFAULT
     broker_version_given: bool = False
+    bodies: bool = False
 
 
 @dataclass
@@ -204,6 +211,7 @@ class Summary:
     verify: VerifyResult | None = None
     undecodable: int = 0
     undecodable_examples: list[dict] = field(default_factory=list)
+    bodies: bool = False
 
     def lines(self) -> list[str]:
         """The human summary."""
@@ -211,6 +219,9 @@ class Summary:
         mb = self.bytes / self.seconds / 1e6 if self.seconds else 0.0
         out = [f"dump {self.dump_id} (broker {brokerversion.rules_release(self.broker_version)}): {self.files} "
                f"commitlog files in {self.ranges} ranges, {self.bytes:,} bytes",
+               "message bodies: written to messages (--bodies)" if self.bodies else
+               "message bodies: not written (messages keeps body_size and body_error; the bodies stay in the dump, "
+               "read back by commit_log_offset: filterlib.store.bodies, explain; --bodies writes them)",
                f"records {self.records:,}; consume-queue units {self.units:,} in {self.queues} queues; "
                f"ext {'on' if self.ext else 'off'}, bitmaps {'on' if self.calc_bitmap else 'off'} "
                f"({self.bitmaps_written:,} written)",
@@ -273,6 +284,11 @@ def parser() -> argparse.ArgumentParser:
                      help="check every body CRC (default: broker.conf's checkCRCOnRecover, true in 5.3.3)")
     crc.add_argument("--no-check-crc", dest="check_crc", action="store_false",
                      help="skip the body CRC check (faster; damage inside a body is then not detected)")
+    p.add_argument("--bodies", action="store_true",
+                   help="also write every message's body bytes (as stored) into messages, so the warehouse "
+                        "outlives its dump; by default the body column is null and the bodies stay in the dump "
+                        "(body_size, body_crc, sys_flag and body_error are written either way; explain reads a body "
+                        "back from the store the dumps table names)")
     add_broker_version_arg(p, f"default {brokerversion.DEFAULT}; recorded in the dumps table for job 2")
     add_session_args(p, DEFAULTS, "split_bytes, batch_rows, check_crc, units_per_partition, master, spark_conf "
                                   "for a session the job starts itself, parquet_conf set on the session for the "
@@ -328,7 +344,7 @@ def validate(args: argparse.Namespace) -> Inputs:
             raise InputError(f"{e}; --verify cannot compare the rebuild with it") from None
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
                   bool(check), export, args.verify, broker_version_of(args.broker_version),
-                  args.broker_version is not None)
+                  args.broker_version is not None, args.bodies)
 
 
 def _check_export_dir(path: str, store_root: str) -> str:
@@ -353,30 +369,47 @@ def _registry(inputs: Inputs) -> RegistryLoad:
     return dump_registry(inputs.store, inputs.subscriptions, inputs.broker_version)
 
 
-def _units(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
-    """Decode and dispatch the ranges; the units (and split reports) are persisted: they are small."""
+def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
+    """Decode and dispatch the ranges once: units, messages rows and split reports, persisted (read by the
+    reports, consume_queue and messages; bodies only under --bodies)."""
     from pyspark import StorageLevel
 
     sc = spark.sparkContext
     rdd = sc.parallelize(tasks, max(1, len(tasks)))
-    df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(queue_units(ctx), spark_ddl(UNITS_SCHEMA))
+    df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(decode_ranges(ctx), spark_ddl(DECODED_SCHEMA))
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobDescription(description)
     return df
 
 
-def _plans(df: DataFrame) -> tuple[dict[int, FilePlan], int]:
-    """Each file's plan from its splits' reports, and the records with a compressed body the splits counted."""
-    reports = defaultdict(list)
+def _plans(df: DataFrame) -> tuple[dict[int, FilePlan], dict[int, list[tuple[SplitReport, SplitOutput]]]]:
+    """Each file's plan from its splits' reports, and the splits' reports and outputs by file."""
+    splits = defaultdict(list)
     for row in df.where(df.report.isNotNull()).select("report").collect():
-        r = parse_report(row.report)
-        reports[r.file_base].append(r)
-    compressed = sum(r.compressed for rs in reports.values() for r in rs)
-    return {base: plan_file(rs) for base, rs in reports.items()}, compressed
+        r, out = parse_report(row.report)
+        splits[r.file_base].append((r, out))
+    return {base: plan_file([r for r, _ in rs]) for base, rs in splits.items()}, splits
 
 
-def _valid_units(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
-    """The units a file keeps: rows past a file's valid end and files to re-decode whole are dropped."""
+def _kept(splits: dict[int, list[tuple[SplitReport, SplitOutput]]], plans: dict[int, FilePlan]
+          ) -> tuple[list[SplitOutput], list[SplitOutput]]:
+    """The outputs of the splits whose rows the tables keep, and of the others. A file re-decoded whole keeps none
+    of its splits; otherwise a split keeps its rows when its first record lies before the file's valid end: the
+    splits' record chains then tile [0, valid end) exactly (`merge_reports`), so a split's rows are all before the
+    valid end or all past it (a split that resynchronised beyond a damaged record), never some of each."""
+    kept: list[SplitOutput] = []
+    dropped: list[SplitOutput] = []
+    for base, rs in splits.items():
+        plan = plans[base]
+        for r, out in rs:
+            ok = not plan.fallback and r.sync is not None and r.sync < plan.account.valid_end
+            (kept if ok else dropped).append(out)
+    return kept, dropped
+
+
+def _valid_rows(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
+    """The rows a file keeps (units and messages alike): rows past a file's valid end and files to re-decode whole
+    are dropped, and so are the report rows."""
     from pyspark.sql import functions as F
 
     rows = df.where(F.col("report").isNull())
@@ -502,6 +535,25 @@ def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: Registry
                                key=lambda q: (q["topic"], q["queue_id"])), first)
 
 
+def _messages_target(spark: SparkSession, inputs: Inputs) -> FileTarget | None:
+    """Where the decode tasks write the messages files themselves: a local or s3a warehouse; None for any other
+    (Spark's writer then writes the rows the tasks hand it)."""
+    try:
+        return file_target(spark, inputs.warehouse, "messages", inputs.dump_id)
+    except ValueError:
+        return None
+
+
+def _delete_parts(target: FileTarget, parts: list[dict]) -> None:
+    """Delete files the tasks wrote that no commit names (a file re-decoded whole, a split past the valid end):
+    a tidy-up only, as the table never reads them."""
+    fs = target.filesystem()
+    for p in parts:
+        with contextlib.suppress(OSError):
+            fs.delete_file(posixpath.join(target.root, p["path"]) if target.kind != "local"
+                           else os.path.join(target.root, p["path"]))
+
+
 def _rows_written(spark: SparkSession, path: str) -> int | None:
     """numOutputRows of a Delta table's latest commit (None if the commit does not say)."""
     (metrics,) = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("operationMetrics").first()
@@ -518,7 +570,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     apply_writer_conf(spark, inputs.defaults)
     conf = inputs.store.conf
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
-    summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext, broker_version=inputs.broker_version)
+    summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext, broker_version=inputs.broker_version,
+                      bodies=inputs.bodies)
     summary.issues += inputs.store.issues
     if not inputs.broker_version_given and (hint := version_hint(inputs.store)):
         summary.issues.append(hint)
@@ -536,31 +589,34 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
              len(reg.rows), len(reg.added), len(reg.failed))
 
     files = inputs.store.commitlog.files
-    tasks = [(f.path, f.base, f.size, s, e, None) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
+    tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
+    target = _messages_target(spark, inputs)
     ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
                       int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry),
-                      conf.enableMultiDispatch, conf.enableLmq)
+                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies, target, parquet_codec(spark))
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
-    decoded = [_units(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
-    plans, compressed = _plans(decoded[0])
-    units = _valid_units(decoded[0], plans)
+    decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
+    plans, splits = _plans(decoded[0])
+    kept, dropped = _kept(splits, plans)
+    valid = _valid_rows(decoded[0], plans)
     redo = [p for p in plans.values() if p.fallback]
-    whole: list[tuple] = []
     if redo:
         summary.fallbacks = [os.path.basename(p.account.path) for p in redo]
         log.info("desync: %d files re-decoded as one range each: %s", len(redo), ", ".join(summary.fallbacks))
-        whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size, None)
-                 for p in redo]
-        decoded.append(_units(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
+        whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size) for p in redo]
+        decoded.append(_decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
         again, more = _plans(decoded[-1])
-        compressed += more  # a split that lost sync may have missed every compressed record of its file
+        also, gone = _kept(more, again)
+        kept, dropped = kept + also, dropped + gone
         stuck = [os.path.basename(p.account.path) for p in again.values() if p.fallback]
         if stuck:  # one range from offset 0 follows the record chain itself: it cannot lose sync
             raise RuntimeError(f"whole-file decode of {', '.join(stuck)} is inconsistent with its own report")
         plans.update(again)
-        units = units.unionByName(_valid_units(decoded[-1], again))
+        # the first pass's rows of these files were dropped by _valid_rows: the whole-file decode's stand alone
+        valid = valid.unionByName(_valid_rows(decoded[-1], again))
+    units = valid.where(F.col("unit")).select(*UNIT_COLUMNS)
     if ctx.multi_dispatch:
         units = _placed(spark, units)
     fallback_bases = {p.account.file_base for p in redo}
@@ -597,30 +653,32 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: verify against the dump's consume queues")
         summary.verify = _verify(spark, units, inputs, reg, summary)
         log.info("verified: %d differences", summary.verify.differences)
+
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit messages" if target else
+                         f"{PROG} {inputs.dump_id}: write messages")
+    # The decode's own rows: each file's rows before its valid end, a file that fell back from its whole-file decode
+    if target is not None:  # the splits' own files: those of the kept splits committed, the others deleted
+        parts = [o.part for o in kept if o.part is not None]
+        commit_dump(spark, wh, "messages", inputs.dump_id, parts, MESSAGES_TABLE, MESSAGES_STATS)
+        summary.tables["messages"] = table_path(wh, "messages")
+        _delete_parts(target, [o.part for o in dropped if o.part is not None])
+        written = sum(p["num_records"] for p in parts)
+    else:
+        msg_df = valid.where(F.col("message").isNotNull()).select(
+            dump_id.alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
+        summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
+        written = _rows_written(spark, summary.tables["messages"])
+    if written != summary.records:
+        summary.issues.append(f"the messages write holds {written} rows where the split reports counted "
+                              f"{summary.records} records")
+    log.info("wrote messages: %d records%s", written, " with bodies" if ctx.bodies else "")
+    summary.undecodable = sum(o.undecodable for o in kept)
+    summary.undecodable_examples = sorted((e for o in kept for e in o.examples),
+                                          key=lambda e: e["commit_log_offset"])[:EXAMPLES]
+    if summary.undecodable:
+        log.info("bodies the client cannot decode: %d", summary.undecodable)
     for df in decoded:
         df.unpersist()
-
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: decode {len(tasks)} ranges and write messages")
-    # The same ranges as the first pass, each dropping rows at/after its file's valid end; a file that fell back
-    # is read as the one range of its whole-file decode, under that decode's plan (plans holds it by now).
-    msg_tasks = [t[:5] + (plans[t[1]].keep_below,) for t in tasks if t[1] not in fallback_bases]
-    msg_tasks += [w[:5] + (plans[w[1]].keep_below,) for w in whole]
-    msg_df = (spark.createDataFrame(sc.parallelize(msg_tasks, max(1, len(msg_tasks))), TASK_DDL)
-              .mapInArrow(messages(ctx), spark_ddl(MESSAGES_SCHEMA))
-              .select(dump_id.alias("dump_id"), *MESSAGES_SCHEMA.names))
-    summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
-    written = _rows_written(spark, summary.tables["messages"])
-    if written != summary.records:
-        summary.issues.append(f"the messages pass wrote {written} rows where the first pass counted "
-                              f"{summary.records} records (did the store change during the run?)")
-    log.info("wrote messages: %d records", written)
-    if compressed:  # else no body can fail to decode: no scan
-        bad = read_dump(spark, wh, "messages", inputs.dump_id, latest=True).where(F.col("body_error").isNotNull())
-        summary.undecodable = bad.count()
-    if summary.undecodable:
-        summary.undecodable_examples = [r.asDict() for r in bad.select("topic", "commit_log_offset", "body_error")
-                                        .orderBy("commit_log_offset").limit(5).collect()]
-        log.info("bodies the client cannot decode: %d", summary.undecodable)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")
     summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(inputs, summary)], DUMPS_DDL), wh,
                                            "dumps", inputs.dump_id)

@@ -197,12 +197,14 @@ def _batches(data: pa.Table | Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBat
 
 
 def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch], schema: pa.Schema,
-               stats_columns: Sequence[str] = ()) -> dict | None:
-    """In a task: write one Parquet file (pyarrow, snappy) under the table directory with a unique name; return a
-    plain dict describing it (relative path, size, modification time, row count, Delta stats JSON with min/max/
-    nullCount of stats_columns), or None when there were no rows."""
+               stats_columns: Sequence[str] = (), compression: str = "snappy",
+               options: dict[str, Any] | None = None) -> dict | None:
+    """In a task: write one Parquet file (pyarrow, `compression`: snappy unless told; `options`: more
+    pq.ParquetWriter arguments, e.g. which columns get dictionaries and statistics) under the table directory with
+    a unique name; return a plain dict describing it (relative path, size, modification time, row count, Delta
+    stats JSON with min/max/nullCount of stats_columns), or None when there were no rows."""
     fs = target.filesystem()
-    name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
+    name = f"part-{uuid.uuid4()}-c000.{compression}.parquet"
     path = posixpath.join(target.root, name) if target.kind != "local" else os.path.join(target.root, name)
     stats = _Stats(schema, stats_columns)
     writer: pq.ParquetWriter | None = None
@@ -216,7 +218,8 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
             if writer is None:
                 if target.kind == "local":
                     os.makedirs(target.root, exist_ok=True)
-                writer = pq.ParquetWriter(path, schema, filesystem=fs, compression="snappy")  # closes its stream
+                writer = pq.ParquetWriter(path, schema, filesystem=fs, compression=compression,  # closes its stream
+                                          **(options or {}))
             writer.write_batch(batch)
             stats.add(batch)
     finally:
@@ -228,6 +231,17 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
     mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else int(time.time() * 1000)
     return {"table_uri": target.table_uri, "dump_id": target.dump_id, "path": name, "size": int(info.size),
             "modification_time": mtime, "num_records": stats.rows, "stats": stats.json()}
+
+
+SPARK_CODECS = {"none": "none", "uncompressed": "none", "snappy": "snappy", "gzip": "gzip", "zstd": "zstd",
+                "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli"}
+"""spark.sql.parquet.compression.codec values pyarrow writes too (Spark's name -> pyarrow's); lzo is not one."""
+
+
+def parquet_codec(spark: SparkSession) -> str:
+    """The session's Parquet codec in pyarrow's words, so task-written files match Spark-written ones (snappy when
+    the session names one pyarrow cannot write)."""
+    return SPARK_CODECS.get(str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy")).lower(), "snappy")
 
 
 def _spark_schema(schema: pa.Schema) -> dict:

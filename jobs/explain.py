@@ -7,6 +7,8 @@ Reads job 1's and job 2's Delta tables with the lookups pushed down (messages by
 group and commit log offset) and prints, per matching message, what the consume-queue layer, the commit-log layer
 and the client did (`filterlib.explain`); a message the group never scanned, or that does not exist, says so and
 why (no subscription to its topic, a subscription the broker refused, no consume-queue unit, a start offset past it).
+Each message's body is shown as the client sees it: from `messages` when job 1 wrote it (`--bodies`), else read
+back from the store the `dumps` table names (`filterlib.store.bodies`) when that store can be read.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from filterlib.errors import StoreFormatError
 from filterlib.explain import explain
+from filterlib.store.bodies import StoredBody, read_stored
+from filterlib.store.compression import DecompressError, compression_type, decompress_body
+from filterlib.store.storedir import StoreDir
 from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
 from jobs.delta_io import check_dump_id, read_dump, table_path
 
@@ -27,6 +33,8 @@ if TYPE_CHECKING:
 DEFAULTS = ROOT / "conf" / "simulate_pull.json"
 PROG = "explain"
 MAX_MESSAGES = 20
+BODY_PREVIEW = 200
+"""Characters of a body shown (its text as UTF-8, invalid bytes replaced)."""
 
 
 @dataclass
@@ -146,6 +154,7 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
         found = messages.where(F.col("offset_msg_id") == inputs.value)
     else:
         found = messages.where(F.array_contains(F.split(F.col("keys"), " "), inputs.value))
+    cols += [c for c in ("body", "body_size", "body_error") if c in messages.columns]
     rows = [r.asDict() for r in found.select(*cols).orderBy("commit_log_offset").limit(MAX_MESSAGES + 1).collect()]
     label = f"--{inputs.by.replace('_', '-')} {inputs.value}"
     if not rows:
@@ -157,6 +166,7 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
     filters = {(r.topic, r.consumer_group): r.asDict() for r in _table(spark, inputs, "consumer_filters", dump_id)
                .where(F.col("consumer_group") == inputs.group).collect()}
     by_offset = {r["commit_log_offset"]: r for r in rows}
+    bodies = _body_lines(spark, inputs, dump_id, rows)
     decisions = [r.asDict() for r in _table(spark, inputs, "pull_decisions", dump_id)
                  .where((F.col("consumer_group") == inputs.group) & F.col("commit_log_offset").isin(list(by_offset)))
                  .orderBy("commit_log_offset", "subscription_index").collect()]
@@ -167,12 +177,69 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
         out.text.append(f"message at commit log offset {m['commit_log_offset']}: topic {m['topic']}, queue "
                          f"{m['queue_id']} offset {m['queue_offset']}, tag {m['tags']!r}, keys {m['keys']!r}, "
                          f"msgId {m['uniq_key'] or m['offset_msg_id']}, offsetMsgId {m['offset_msg_id']}")
+        out.text.append("  " + bodies[m["commit_log_offset"]])
         out.outcomes[m["commit_log_offset"]] = [d["outcome"] for d in mine] or None
         if not mine:
             out.text += ["  " + line for line in _never_scanned(m, subs, m["commit_log_offset"] in units)]
         for d in mine:
             sub = next(s for s in subs if s["subscription_index"] == d["subscription_index"])
             out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m)]
+    return out
+
+
+def _preview(body: bytes) -> str:
+    """A body's first BODY_PREVIEW characters as text, quoted."""
+    text = body.decode("utf-8", errors="replace")
+    return repr(text[:BODY_PREVIEW]) + (f" ... ({len(text):,} characters)" if len(text) > BODY_PREVIEW else "")
+
+
+def _body_line(stored: StoredBody, where: str) -> str:
+    """One line on a message's body: its size as stored, the codec, and what the client gets."""
+    try:
+        codec = compression_type(stored.sys_flag or 0) if stored.stored else None
+    except DecompressError:
+        codec = "unknown codec"
+    head = f"body {len(stored.stored):,} bytes as stored{f', {codec}-compressed' if codec else ''} ({where})"
+    if stored.body is None:
+        return f"{head}: the client cannot decode it: {stored.error}"
+    return f"{head}: {_preview(stored.body)}"
+
+
+def _body_lines(spark: SparkSession, inputs: Inputs, dump_id: str, rows: list[dict]) -> dict[int, str]:
+    """Per message, its body line: from the warehouse when job 1 wrote the body, else read from the dump's store
+    (the dumps table's store and broker.conf), else why it cannot be shown."""
+    out: dict[int, str] = {}
+    need = []
+    for m in rows:
+        off = m["commit_log_offset"]
+        if m.get("body") is None:
+            need.append(off)
+            continue
+        flag = m["sys_flag"] or 0
+        try:
+            stored = StoredBody(off, flag, m["body"], decompress_body(m["body"], flag), None)
+        except DecompressError as e:
+            stored = StoredBody(off, flag, m["body"], None, str(e))
+        out[off] = _body_line(stored, "from the warehouse")
+    if not need:
+        return out
+    dump = next(iter(_table(spark, inputs, "dumps", dump_id).select("store", "broker_conf").collect()), None)
+    where = dump.store if dump is not None else None
+    try:
+        if where is None:
+            raise StoreFormatError("the dumps table has no row for this dump")
+        conf = dump.broker_conf if dump.broker_conf and os.path.isfile(dump.broker_conf) else None
+        found = read_stored(StoreDir(where, broker_conf=conf), need)
+    except (StoreFormatError, OSError, ValueError) as e:
+        why = f"not in the warehouse (job 1 ran without --bodies) and the store {where or '(unknown)'} cannot be " \
+              f"read: {e}"
+        return {**out, **{off: f"body: {why}" for off in need}}
+    for stored in found:
+        if stored.stored is None:
+            out[stored.offset] = f"body: not in the warehouse, and the store {where} holds no record there: " \
+                                 f"{stored.error} (is it the dump job 1 read?)"
+        else:
+            out[stored.offset] = _body_line(stored, f"read from the store {where}")
     return out
 
 

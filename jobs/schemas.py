@@ -8,9 +8,16 @@ import pyarrow as pa
 from filterlib.tables import Table, sql_type
 
 
+def _type(t: pa.DataType) -> str:
+    """The Spark SQL type of an Arrow type: the tables' types, and structs of them (a task's nested row)."""
+    if pa.types.is_struct(t):
+        return "struct<" + ", ".join(f"`{f.name}`: {_type(f.type)}" for f in t) + ">"
+    return sql_type(t)
+
+
 def spark_ddl(schema: pa.Schema) -> str:
     """The Spark DDL of an Arrow schema made of the types the tables and tasks use."""
-    return ", ".join(f"`{f.name}` {sql_type(f.type)}" for f in schema)
+    return ", ".join(f"`{f.name}` {_type(f.type)}" for f in schema)
 
 
 def table_ddl(table: Table) -> str:

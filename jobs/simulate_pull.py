@@ -321,22 +321,29 @@ def _compressed():
 
 
 def _checked_bodies(df: DataFrame) -> tuple[DataFrame, DataFrame | None]:
-    """The messages with body_error worked out here for the compressed ones (null for every other row: only a
-    compressed, non-empty body can fail the client's decode). job 1's column is not trusted: a dump written before
-    it existed reads it back as null once a later dump added it to the table, which would deliver undecodable
-    bodies and fail the decompression of the delivered ones. A dump without compressed messages costs one query
-    on sys_flag, and its bodies are never read here; otherwise the checks (a few bytes per compressed message) are
-    persisted, as the replays and the delivered bodies each read them."""
+    """The messages with body_error worked out here for the compressed ones whose body the table holds (null for
+    every other row that holds its body: only a compressed, non-empty body can fail the client's decode). There
+    job 1's column is not trusted: a dump written before it existed reads it back as null once a later dump added
+    it to the table, which would deliver undecodable bodies. A row without its body (job 1 without --bodies, which
+    works body_error out in its decode) keeps job 1's. A dump without compressed bodies in the table costs one
+    query on sys_flag, and its bodies are never read here; otherwise the checks (a few bytes per compressed
+    message) are persisted, as the replays and the delivered bodies each read them."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    rest = [c for c in df.columns if c != "body_error"]
-    if not df.where(_compressed()).limit(1).count():
-        return df.select(*rest, F.lit(None).cast("string").alias("body_error")), None
-    errors = (df.where(_compressed()).select("commit_log_offset", "sys_flag", "body")
+    if "body_error" not in df.columns:
+        df = df.withColumn("body_error", F.lit(None).cast("string"))
+    held = F.col("body").isNotNull()
+    if not df.where(_compressed() & held).limit(1).count():
+        return df.withColumn("body_error", F.when(held, F.lit(None)).otherwise(F.col("body_error"))), None
+    errors = (df.where(_compressed() & held).select("commit_log_offset", "sys_flag", "body")
               .mapInArrow(_body_errors, "commit_log_offset long, body_error string")
+              .withColumnRenamed("body_error", "checked_error").withColumn("checked", F.lit(True))
               .persist(StorageLevel.MEMORY_AND_DISK))
-    return df.select(*rest).join(errors, "commit_log_offset", "left"), errors
+    out = df.join(errors, "commit_log_offset", "left").withColumn(
+        "body_error", F.when(F.col("checked"), F.col("checked_error")).when(held, F.lit(None))
+        .otherwise(F.col("body_error")))
+    return out.drop("checked", "checked_error"), errors
 
 
 def _body_errors(batches):
@@ -452,9 +459,12 @@ def _consumer_bodies(messages: DataFrame) -> DataFrame:
 
     m = messages.where(F.col("body_error").isNull()).select(
         "commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key", "offset_msg_id",
-        "properties", F.col("body").alias("stored_body"), "store_size", "sys_flag", "flag", "born_timestamp",
+        "properties", F.col("body").alias("stored_body"), *(["body_size"] if "body_size" in messages.columns else []),
+        "store_size", "sys_flag", "flag", "born_timestamp",
         "born_host", "store_timestamp", "store_host", "reconsume_times")
-    m = m.withColumn("stored_body_size", F.length("stored_body").cast("int"))
+    size = F.coalesce(F.col("body_size"), F.length("stored_body")) if "body_size" in messages.columns else \
+        F.length("stored_body")  # body_size: job 1 without --bodies leaves the body in the dump (null here)
+    m = m.withColumn("stored_body_size", size.cast("int"))
     compressed = _compressed()
     plain = m.where(~compressed).withColumn("body", F.col("stored_body"))
     in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in m.schema) + ", body binary"
@@ -465,8 +475,8 @@ def _with_bodies(batches):
     """mapInArrow over compressed messages: the body as the consumer gets it, inflated as the client does."""
     for b in batches:
         flags = np.asarray(b.column("sys_flag").fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        values = [decompress_body(v or b"", int(f)) for v, f in zip(b.column("stored_body").to_pylist(),
-                                                                    flags.tolist(), strict=True)]
+        values = [None if v is None else decompress_body(v, int(f))  # None: the body stayed in the dump
+                  for v, f in zip(b.column("stored_body").to_pylist(), flags.tolist(), strict=True)]
         cols = {n: b.column(n) for n in b.schema.names}
         cols["body"] = pa.array(values, pa.binary())
         yield pa.RecordBatch.from_pydict(cols)

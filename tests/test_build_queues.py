@@ -26,7 +26,9 @@ from filterlib.cqexport import encode_queue
 from filterlib.dispatch import bit_set
 from filterlib.store import commitlog as cl
 from filterlib.store import consumequeue_ext as ext_mod
+from filterlib.store.bodies import read_bodies
 from filterlib.store.properties import encode_properties
+from filterlib.store.storedir import StoreDir
 from jobs import build_queues
 from jobs.delta_io import read_dump, table_path
 
@@ -70,8 +72,10 @@ def rows(spark, warehouse: str, table: str, dump_id: str, order: list[str]) -> l
     return read_dump(spark, warehouse, table, dump_id).orderBy(*order).toArrow().to_pylist()
 
 
-def check_messages(msgs: list[dict], records: list[dict]) -> None:
-    """Table rows against the harness listing (MessageDecoder's reading), field by field."""
+def check_messages(msgs: list[dict], records: list[dict], store: str | None = None) -> None:
+    """Table rows against the harness listing (MessageDecoder's reading), field by field. The bodies: with `store`
+    (job 1 without --bodies) the column is null and each body read back from the store by its commit log offset
+    equals the client's decoded body; without it (--bodies) the column holds the stored bytes."""
     assert len(msgs) == len(records) > 50
     for r, e in zip(msgs, records, strict=True):
         assert (r["position"], r["store_size"], r["magic_code"], r["body_crc"], r["queue_id"], r["flag"]) == \
@@ -81,12 +85,18 @@ def check_messages(msgs: list[dict], records: list[dict]) -> None:
         assert (r["store_timestamp"], r["born_host"], r["store_host"], r["reconsume_times"]) == \
             (e["storeTimestamp"], e["bornHost"], e["storeHost"], e["reconsumeTimes"])
         assert r["prepared_transaction_offset"] == e["preparedTransactionOffset"]
-        assert r["body"] == base64.b64decode(e["body"] or "")
+        stored = base64.b64decode(e["body"] or "")
+        assert r["body"] == (None if store else stored) and r["body_size"] == len(stored)
+        assert (r["body_error"] is None) == (e["bodyDecompressed"] is not None)
         assert r["topic"] == e["topic"] and dict(r["properties"]) == e["properties"]
         assert (r["tags"], r["keys"], r["uniq_key"], r["offset_msg_id"]) == \
             (e["tags"], e["keys"], e["uniqKey"], e["offsetMsgId"])
         if e["cq"] is not None and e["cq"]["tagsCode"] is not None:
             assert r["tags_code"] == int(e["cq"]["tagsCode"])
+    if store:
+        got = read_bodies(StoreDir(store), [r["commit_log_offset"] for r in msgs])
+        assert got == [None if e["bodyDecompressed"] is None else base64.b64decode(e["bodyDecompressed"])
+                       for e in records]
 
 
 def check_queues(units: list[dict], store: str, st: dict, ext: bool) -> int:
@@ -124,8 +134,9 @@ def test_tables_equal_the_harness_and_a_rerun_changes_nothing(spark, tag_run, wa
     s = run_job(spark, tag_run["store"], warehouse, "--broker-conf", tag_run["conf"], "--split-bytes", "1500",
                 "--dump-id", "tag")
     assert s.ranges > s.files >= 3 and not s.damaged and not s.fallbacks
+    assert "message bodies: not written" in "\n".join(s.lines())
     msgs = rows(spark, warehouse, "messages", "tag", ["commit_log_offset"])
-    check_messages(msgs, listing["records"])
+    check_messages(msgs, listing["records"], tag_run["store"])
     units = rows(spark, warehouse, "consume_queue", "tag", ["topic", "queue_id", "queue_offset"])
     assert len(units) == sum(r["cq"] is not None for r in listing["records"]) == s.units
     assert check_queues(units, tag_run["store"], report["store"], True) > 10
@@ -157,7 +168,8 @@ def test_tables_equal_the_harness_and_a_rerun_changes_nothing(spark, tag_run, wa
 @pytest.mark.parametrize("make", [lambda: scenarios.tag_and_sql_scenario(1),
                                   lambda: scenarios.client_decode_scenario(3)], ids=["tag_sql", "client_decode"])
 def test_tables_equal_a_551_brokers_store(spark, warehouse, tmp_path, make) -> None:
-    """Stores the real 5.5.1 broker wrote: with --broker-version 5.5.1 the messages equal its listing, the rebuilt
+    """Stores the real 5.5.1 broker wrote: with --broker-version 5.5.1 and --bodies the messages (bodies included)
+    equal its listing, the rebuilt
     queues its consumequeue/ and consumequeue_ext/ files byte for byte (re-encoded, and exported), --verify finds no
     difference, and the dumps table records the release."""
     sc = make()
@@ -169,8 +181,8 @@ def test_tables_equal_a_551_brokers_store(spark, warehouse, tmp_path, make) -> N
     store, export = str(out / "store"), tmp_path / "export"
     dump_id = f"v551_{id(sc) % 1000}"
     s = run_job(spark, store, warehouse, "--broker-conf", conf, "--dump-id", dump_id, "--broker-version", "5.5.1",
-                "--split-bytes", "3000", "--export-cq", str(export), "--verify")
-    assert "(broker 5.5.1)" in "\n".join(s.lines())
+                "--split-bytes", "3000", "--export-cq", str(export), "--verify", "--bodies")
+    assert "(broker 5.5.1)" in "\n".join(s.lines()) and "written to messages (--bodies)" in "\n".join(s.lines())
     check_messages(rows(spark, warehouse, "messages", dump_id, ["commit_log_offset"]), listing["records"])
     units = rows(spark, warehouse, "consume_queue", dump_id, ["topic", "queue_id", "queue_offset"])
     ext = report["broker"]["enableConsumeQueueExt"]
@@ -247,7 +259,7 @@ def test_damaged_file_is_reported_and_the_others_load(spark, tag_run, warehouse,
     assert f["decoded_bytes"] + f["blank_bytes"] + f["zero_tail_bytes"] + f["damaged_bytes"] == f["size"]
     assert all(g["damage_offset"] is None for p, g in files.items() if p != f"commitlog/{middle}")
     kept = [r for r in records if r["file"] != middle or r["filePos"] < victim["filePos"]]
-    check_messages(rows(spark, warehouse, "messages", "damaged", ["commit_log_offset"]), kept)
+    check_messages(rows(spark, warehouse, "messages", "damaged", ["commit_log_offset"]), kept, str(store))
     units = rows(spark, warehouse, "consume_queue", "damaged", ["commit_log_offset"])
     assert [u["commit_log_offset"] for u in units] == [r["commitLogOffset"] for r in kept if r["cq"] is not None]
     assert len(rows(spark, warehouse, "messages", "tag", ["commit_log_offset"])) == other
@@ -278,10 +290,15 @@ def _desync_store(root: Path) -> tuple[list[str], int]:
     return keys, 150
 
 
-def test_split_that_loses_sync_falls_back_to_a_whole_file_decode(spark, warehouse, tmp_path) -> None:
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
+def test_split_that_loses_sync_falls_back_to_a_whole_file_decode(spark, tmp_path, monkeypatch, writer) -> None:
     """(Internal consistency: the file is the project's own encoding.) With 150-byte splits the second split
     resynchronises on a fake record inside the first record's body; the job re-decodes the file as one range and
-    loads only the real records."""
+    loads only the real records, whether the tasks write the messages files (the first pass's files are deleted,
+    never committed) or Spark's writer takes the rows (a warehouse pyarrow cannot write to)."""
+    if writer == "spark":
+        monkeypatch.setattr(build_queues, "_messages_target", lambda spark, inputs: None)
+    warehouse = str(tmp_path / "wh")  # its own: no other run's replaced files beside this one's
     keys, split = _desync_store(tmp_path / "desync")
     s = run_job(spark, str(tmp_path / "desync"), warehouse, "--split-bytes", str(split))
     assert s.fallbacks == [cl.file_name(0)]
@@ -292,6 +309,26 @@ def test_split_that_loses_sync_falls_back_to_a_whole_file_decode(spark, warehous
     assert all(u["msg_store_time"] is None for u in units)
     (f,) = rows(spark, warehouse, "dump_files", "desync", ["path"])
     assert f["whole_file_fallback"] and f["records"] == 4 and f["end_kind"] == "blank"
+    committed = {os.path.basename(p) for p in spark.read.format("delta").load(table_path(warehouse, "messages"))
+                 .inputFiles()}
+    on_disk = {p.name for p in (Path(warehouse) / "messages").glob("*.parquet")}
+    assert on_disk == committed or writer == "spark"  # no file of the first pass is left behind
+
+
+def test_spark_writer_path_writes_the_same_messages(spark, tag_run, tmp_path, monkeypatch) -> None:
+    """A warehouse the tasks cannot write to (neither local nor s3a) takes the messages rows through Spark's writer
+    from the same single decode: the same tables, row for row, as the task-written files (several splits per file,
+    --bodies)."""
+    args = ("--broker-conf", tag_run["conf"], "--split-bytes", "1500", "--dump-id", "tag", "--bodies")
+    run_job(spark, tag_run["store"], str(tmp_path / "a"), *args)
+    monkeypatch.setattr(build_queues, "_messages_target", lambda spark, inputs: None)
+    s = run_job(spark, tag_run["store"], str(tmp_path / "b"), *args)
+    assert not s.issues
+    for t in ("messages", "consume_queue"):
+        a, b = (rows(spark, str(tmp_path / w), t, "tag", _key(t)) for w in "ab")
+        assert a == b
+    check_messages(rows(spark, str(tmp_path / "b"), "messages", "tag", ["commit_log_offset"]),
+                   tag_run["listing"]["records"])
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, tag_run, capsys) -> None:
@@ -329,7 +366,7 @@ def test_command_line_help_and_exit_code() -> None:
     help_text = subprocess.run([sys.executable, "-m", "jobs.build_queues", "--help"], capture_output=True,
                                text=True, cwd=ROOT, env=env, check=True).stdout
     for flag in ("--store", "--warehouse", "--dump-id", "--broker-conf", "--subscriptions", "--split-bytes",
-                 "--check-crc", "--no-check-crc", "--defaults", "--master", "--export-cq", "--verify"):
+                 "--check-crc", "--no-check-crc", "--defaults", "--master", "--export-cq", "--verify", "--bodies"):
         assert flag in help_text
     proc = subprocess.run([sys.executable, "-m", "jobs.build_queues", "--store", "/nonexistent/store",
                            "--warehouse", "/tmp/unused-warehouse"], capture_output=True, text=True, cwd=ROOT, env=env)

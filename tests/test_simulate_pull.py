@@ -20,6 +20,9 @@ from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
 
 from filterlib import sql92
 from filterlib.errors import FilterEvaluationError
+from filterlib.store.bodies import read_bodies
+from filterlib.store.compression import decompress_body
+from filterlib.store.storedir import StoreDir
 from jobs import build_queues, explain, simulate_pull
 from jobs.cli import InputError
 from jobs.delta_io import read_dump
@@ -76,7 +79,8 @@ def replayed(spark, tmp_path_factory) -> dict:
             store = str(run / "store")
         args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name,
                 "--broker-version", version]
-        built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
+        bodies = ["--bodies"] if make is None else []  # the demo's bodies in the warehouse; the others' in the dump
+        built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args + bodies)))
         summary = simulate_pull.run(spark, simulate_pull.validate(
             simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
         truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
@@ -99,6 +103,10 @@ def compare(spark, wh: str, name: str, truth: dict) -> tuple[int, int, int, list
     for m in rows(spark, wh, "delivered_messages", name, ["subscription_index", "queue_id", "queue_offset"]):
         delivered[(m["subscription_index"], m["queue_id"])].append(m)
     stats = {s["subscription_index"]: s for s in rows(spark, wh, "group_stats", name, ["subscription_index"])}
+    # a body job 1 left in the dump (no --bodies) is read back from it, as delivered_messages(..., store=) does
+    offsets = sorted({m["commit_log_offset"] for ms in delivered.values() for m in ms if m["body"] is None})
+    store = read_dump(spark, wh, "dumps", name).first().store
+    from_store = dict(zip(offsets, read_bodies(StoreDir(store), offsets), strict=True))
     units = calls = msgs = 0
     problems: list = []
     for i, sub in enumerate(truth["subscriptions"]):
@@ -134,7 +142,7 @@ def compare(spark, wh: str, name: str, truth: dict) -> tuple[int, int, int, list
                 want = (m["msgId"], m["offsetMsgId"], m["uniqKey"], m["tags"], m["keys"], m["properties"], body,
                         m["queueOffset"], m["call"])
                 have = (g["msg_id"], g["offset_msg_id"], g["uniq_key"], g["tags"], g["keys"], dict(g["properties"]),
-                        g["body"], g["queue_offset"], g["pull_index"])
+                        from_store.get(g["commit_log_offset"], g["body"]), g["queue_offset"], g["pull_index"])
                 if want != have:
                     problems.append((i, q["queueId"], "message", want, have))
             units += len(theirs)
@@ -405,6 +413,12 @@ def test_bodies_the_client_cannot_decode_are_named_and_explained(spark, replayed
                      dump_id="client_decode")
         text = "\n".join(a.lines())
         assert "CLIENT_DECODE_FAILED, decided by the client layer" in text and "decodesBatch" in text
+        # job 1 ran without --bodies: explain reads the body back from the store and says what the client meets
+        assert f"(read from the store {store}" in text
+    text = "\n".join(_explain(spark, wh, failed["consumer_group"], "--queue",
+                               f"{failed['topic']}:{failed['queue_id']}:{failed['queue_offset']}",
+                               dump_id="client_decode").lines())
+    assert f"the client cannot decode it: {errors[failed['commit_log_offset']]}" in text
     assert failed["detail"] == errors[failed["commit_log_offset"]]
     first = next(d for d in decisions if (d["subscription_index"], d["queue_id"], d["pull_index"]) ==
                  (lost["subscription_index"], lost["queue_id"], lost["pull_index"]) and
@@ -418,6 +432,9 @@ def test_explain_a_message_the_group_never_scanned(spark, replayed) -> None:
                    if m["topic"] == "PaymentEvents" and m["keys"])
     a = _explain(spark, wh, "billing-paid", "--key", payment["keys"].split(" ")[0])
     assert payment["commit_log_offset"] in a.outcomes and a.outcomes[payment["commit_log_offset"]] is None
+    # the demo ran job 1 with --bodies: the warehouse's own body is shown, as the client decodes it
+    body = decompress_body(payment["body"], payment["sys_flag"]).decode()
+    assert f"(from the warehouse): {body[:explain.BODY_PREVIEW]!r}" in "\n".join(a.lines())
     assert "does not subscribe to topic PaymentEvents" in "\n".join(a.lines())
     assert _explain(spark, wh, "billing-paid", "--msg-id", "NO-SUCH-ID").lines() == \
         ["no message with --msg-id NO-SUCH-ID in dump 'demo'"]

@@ -138,6 +138,33 @@ def test_remote_windows_stop_near_the_range_end_and_grow_for_long_records(s3, mo
             assert f.lo == s and f.hi <= e + 65536 + 16384, (s, e, f.lo, f.hi)
 
 
+def test_bodies_read_back_ranged_from_s3_equal_the_local_ones(s3, monkeypatch) -> None:
+    """read_bodies of a remote store gives the local store's bodies; a few offsets far apart cost a ranged read
+    each, of HEAD_BYTES at most, never the whole file."""
+    from filterlib.store import bodies
+
+    local, remote = StoreDir(str(DEMO / "dump")), StoreDir(uri(s3))
+    offsets = [r["commit_log_offset"] for f in local.commitlog.files
+               for b in RangeScan(f.path, 0, f.size, ScanOptions(want_body=False)) for r in b.to_pylist()]
+    want = bodies.read_bodies(local, offsets)
+    assert len(offsets) > 500 and all(b is not None for b in want)
+    assert bodies.read_bodies(remote, offsets) == want
+    opened: list[sfs.RemoteFile] = []
+    orig = sfs.open_random
+
+    def keep(p):
+        f = orig(p)
+        opened.append(f)
+        return f
+
+    monkeypatch.setattr(sfs, "open_random", keep)
+    monkeypatch.setattr(bodies, "WINDOW_BYTES", 4096)  # the sparse offsets below lie further apart than this
+    sparse = offsets[::200]
+    assert bodies.read_bodies(remote, sparse) == want[::200]
+    assert sum(f.reads for f in opened) == len(sparse)
+    assert sum(f.fetched for f in opened) <= len(sparse) * bodies.HEAD_BYTES
+
+
 def _sorted_rows(spark, wh: str, table: str, dump_id: str) -> list[dict]:
     rows = read_dump(spark, wh, table, dump_id).drop("dump_id").toArrow().to_pylist()
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=repr))

@@ -574,6 +574,8 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
     Returns (status, stop_pos, rows). status: ST_RANGE_END (pos >= end), ST_BATCH_FULL, ST_BLANK / failure reason
     at stop_pos, ST_EOF (pos == file end) or ST_NEED_MORE (re-read from stop_pos). delay_ms[level] is the delay
     for a level (index 0 unused); len(delay_ms) - 1 = maxDelayLevel. Properties follow the 5.x parse rules.
+    want_body: 0 copies no body, 1 every body, 2 only compressed ones (sysflag bit 0); fixed_i32[7] holds every
+    row's body length either way.
     """
     max_rows = len(slow)
     pairs = np.empty((10930, 4), dtype=np.int64)
@@ -805,7 +807,8 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
         fixed_i32[5, rows] = sysflag
         fixed_i32[6, rows] = be32(b, pos + sh + store_len)
         slow[rows] = 1 if is_slow else 0
-        if want_body:
+        fixed_i32[7, rows] = bl
+        if want_body == 1 or (want_body == 2 and (sysflag & 1) != 0):
             bq = _copy(b, pos + bo, bl, body_data, bq)
         body_off[rows + 1] = bq
         # host text: copy the previous row's when the address and port bytes repeat (the store host always does)

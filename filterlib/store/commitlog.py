@@ -290,7 +290,8 @@ def record_fields(rec: Record) -> dict[str, Any]:
         "commit_log_offset": rec.commit_log_offset, "sys_flag": rec.sys_flag,
         "born_timestamp": rec.born_timestamp, "born_host": rec.born_host, "store_timestamp": rec.store_timestamp,
         "store_host": rec.store_host, "reconsume_times": rec.reconsume_times,
-        "prepared_transaction_offset": rec.prepared_transaction_offset, "body": rec.body, "topic": rec.topic,
+        "prepared_transaction_offset": rec.prepared_transaction_offset, "body": rec.body,
+        "body_size": len(rec.body), "topic": rec.topic,
         "properties": rec.properties, "tags": rec.tags, "keys": rec.keys, "uniq_key": rec.uniq_key,
         "tags_code": rec.tags_code, "offset_msg_id": rec.offset_msg_id,
     }

@@ -41,6 +41,7 @@ SCHEMA = pa.schema([
     ("reconsume_times", pa.int32()),
     ("prepared_transaction_offset", pa.int64()),
     ("body", pa.binary()),
+    ("body_size", pa.int32()),
     ("topic", pa.string()),
     ("properties", pa.map_(pa.string(), pa.string())),
     ("tags", pa.string()),
@@ -56,12 +57,20 @@ DEFAULT_BATCH_ROWS = 65536
 _local = threading.local()
 
 
+COMPRESSED_ONLY = "compressed"
+"""ScanOptions.want_body: copy only compressed bodies (the rows whose client decode can fail), null elsewhere."""
+_BODY_MODES = {False: 0, True: 1, COMPRESSED_ONLY: 2}
+
+
 @dataclass
 class ScanOptions:
-    """How to scan: CRC check (checkCRCOnRecover), body column, batch rows, read chunk, delay table."""
+    """How to scan: CRC check (checkCRCOnRecover), body column, batch rows, read chunk, delay table.
+
+    want_body: True fills `body` for every row; False leaves it null; COMPRESSED_ONLY fills it only where sysflag
+    says compressed (what checking the client's decode needs). `body_size` is filled in every mode."""
 
     check_crc: bool = False
-    want_body: bool = True
+    want_body: bool | str = True
     batch_rows: int = DEFAULT_BATCH_ROWS
     batch_bytes: int = 16 << 20
     chunk_bytes: int = DEFAULT_CHUNK
@@ -244,7 +253,7 @@ class _Columns:
         npairs = avail // 3 + rows + 1
         self.bufs: dict[str, pa.Buffer] = {}
         self.fixed_i64 = self._take("fixed_i64", np.int64, 7 * rows).reshape(7, rows)
-        self.fixed_i32 = self._take("fixed_i32", np.int32, 7 * rows).reshape(7, rows)
+        self.fixed_i32 = self._take("fixed_i32", np.int32, 8 * rows).reshape(8, rows)
         self.slow = self._take("slow", np.uint8, rows)
         self.body_off = self._take("body_off", np.int32, rows + 1)
         self.body_data = self._take("body_data", np.uint8, avail if want_body else 1)
@@ -314,15 +323,20 @@ class _Columns:
                                      null_count=nulls)
 
 
-def _build_batch(cols: _Columns, rows: int, want_body: bool) -> pa.RecordBatch:
+def _build_batch(cols: _Columns, rows: int, mode: int) -> pa.RecordBatch:
     i64, i32 = pa.int64(), pa.int32()
     npairs = int(cols.map_off[rows])
     keys = cols.strings("key_off", "key_data", 0, npairs)
     vals = cols.strings("val_off", "val_data", 0, npairs)
     map_offsets = pa.Array.from_buffers(i32, rows + 1, [None, cols.slice("map_off", 0, (rows + 1) * 4)])
     props = pa.MapArray.from_arrays(map_offsets, keys, vals)
-    body = (cols.strings("body_off", "body_data", 0, rows, pa.binary()) if want_body
-            else pa.nulls(rows, pa.binary()))
+    if mode == 1:
+        body = cols.strings("body_off", "body_data", 0, rows, pa.binary())
+    elif mode == 2 and np.any(cols.fixed_i32[5, :rows] & 1):
+        body = cols.strings("body_off", "body_data", 0, rows, pa.binary(),
+                            valid=(cols.fixed_i32[5, :rows] & 1).astype(np.uint8))
+    else:
+        body = pa.nulls(rows, pa.binary())
     a64 = "fixed_i64"
     a32 = "fixed_i32"
     arrays = [
@@ -331,7 +345,7 @@ def _build_batch(cols: _Columns, rows: int, want_body: bool) -> pa.RecordBatch:
         cols.fixed(a64, i64, 1, rows), cols.fixed(a64, i64, 2, rows), cols.fixed(a32, i32, 5, rows),
         cols.fixed(a64, i64, 3, rows), cols.strings("host_off", "host_data", 0, rows),
         cols.fixed(a64, i64, 4, rows), cols.strings("host_off", "host_data", 1, rows),
-        cols.fixed(a32, i32, 6, rows), cols.fixed(a64, i64, 5, rows), body,
+        cols.fixed(a32, i32, 6, rows), cols.fixed(a64, i64, 5, rows), body, cols.fixed(a32, i32, 7, rows),
         cols.strings("topic_off", "topic_data", 0, rows), props,
         cols.strings("spec_off", "spec_data", 0, rows, valid=cols.spec_valid[0]),
         cols.strings("spec_off", "spec_data", 1, rows, valid=cols.spec_valid[1]),
@@ -442,6 +456,7 @@ class RangeScan:
         r = self.report
         tab = K.CRC_TABLE
         delay = o.delay_table()
+        mode = _BODY_MODES[o.want_body]
         fsize = self.file_size
         start, end = r.start, r.end
         if start >= end:
@@ -470,12 +485,12 @@ class RangeScan:
             avail = max(len(buf) - rel, 0)
             first = int.from_bytes(buf[rel:rel + 4].tobytes(), "big", signed=True) if rel + 4 <= len(buf) else 0
             avail = min(avail, max(o.batch_bytes, first))
-            cols = _Columns(o.batch_rows, avail, o.want_body)
+            cols = _Columns(o.batch_rows, avail, mode != 0)
             res = K.decode_batch(buf, rel, end - boff, boff, self.file_base, eof, fsize, o.check_crc, tab, delay,
-                                 o.want_body, avail, *cols.args())
+                                 mode, avail, *cols.args())
             st, stop, rows = int(res[0]), int(res[1]), int(res[2])
             if rows:
-                batch = _build_batch(cols, rows, o.want_body)
+                batch = _build_batch(cols, rows, mode)
                 batch, cut, why = _fix_slow(batch, cols.slow, buf, self.file_base + boff, o)
                 if cut is not None:
                     stop = int(cols.fixed_i64[0, cut]) - self.file_base - boff
