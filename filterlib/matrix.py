@@ -149,7 +149,7 @@ def _bitmaps(units: pa.Table, rows: np.ndarray, tested: np.ndarray) -> pa.Array:
     return bitmaps
 
 
-def _matrix_column(codes: np.ndarray) -> pa.Array:
+def matrix_column(codes: np.ndarray) -> pa.Array:
     """(k, width) uint8 codes as a binary column of width bytes per row."""
     k, width = codes.shape
     if width == 0:
@@ -199,7 +199,7 @@ def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, i
         units.column("size").take(take).combine_chunks(),
         pc.if_else(legal, units.column("tags_code").take(take), pa.nulls(len(rows), pa.int64())),
         _bitmaps(units, rows, _TESTED[codes[rows]].any(axis=1) if len(rows) else np.zeros(0, bool)),
-        _matrix_column(codes[rows])], schema=MATRIX_SCHEMA)
+        matrix_column(codes[rows])], schema=MATRIX_SCHEMA)
     return QueueOutput(matrix, pa.concat_tables(details) if details else DETAILS_SCHEMA.empty_table(),
                        pa.concat_tables(pulls) if pulls else PULLS_SCHEMA.empty_table(), out_counts)
 

@@ -1,0 +1,183 @@
+"""Job 2's row forms, one call away: one row per decision (`pull_decisions`) and one row per delivered message
+(`delivered_messages`), with exactly the columns of `filterlib.tables.PULL_DECISIONS` / `DELIVERED_MESSAGES`,
+made from the stored compact tables (the decision matrix, decision_details, decision_codes, pulls, group_stats).
+
+The matrix is exploded with Spark SQL functions only: each row meets the subscriptions of its topic (group_stats,
+broadcast), the subscription's byte is `substring(decisions, subscription_position + 1, 1)`, its code joins
+decision_codes (broadcast). The pull that scanned a unit is the last FOUND / NO_MATCHED_MESSAGE pull of its
+subscription and queue that starts at or before it (getMessage scans [request_offset, next_begin_offset), once).
+docs/simulate_pull.md gives the same as one SQL statement.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from filterlib import tables
+from filterlib import vocabulary as vocab
+from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
+from filterlib.store.commitlog import COMPRESSED_FLAG
+from jobs.delta_io import table_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("row_forms")
+SCANNING = [STATUS_NAMES[FOUND], STATUS_NAMES[NO_MATCHED_MESSAGE]]
+"""The statuses of the pulls that scan units."""
+SUBSCRIPTION_COLUMNS = ["dump_id", "subscription_index", "consumer_group", "topic", "subscription_type", "expression",
+                        "subscription_position"]
+
+
+def _read(spark: SparkSession, warehouse: str, table: str, dump_id: str | None) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").load(table_path(warehouse, table))
+    return df if dump_id is None else df.where(F.col("dump_id") == dump_id)
+
+
+def explode(matrix: DataFrame, subscriptions: DataFrame, codes: DataFrame) -> DataFrame:
+    """Each matrix row × each subscription of its topic that scanned it (dump_id, topic, subscription_index,
+    subscription_position in `subscriptions`), with the decision code's columns (`codes`: decision_codes)."""
+    from pyspark.sql import functions as F
+
+    byte = F.expr("substring(decisions, subscription_position + 1, 1)")
+    rows = matrix.join(F.broadcast(subscriptions), ["dump_id", "topic"])
+    rows = rows.withColumn("code", F.conv(F.hex(byte), 16, 10).cast("int")).where(F.col("code") > 0)
+    return rows.join(F.broadcast(codes), ["dump_id", "code"])
+
+
+def with_pull_index(rows: DataFrame, pulls: DataFrame) -> DataFrame:
+    """`rows` (decisions: dump_id, subscription_index, queue_id, queue_offset) with the pull that scanned each."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys = ["dump_id", "subscription_index", "queue_id"]
+    starts = pulls.where(F.col("status").isin(SCANNING)).select(
+        *keys, F.col("request_offset").alias("queue_offset"), "pull_index", F.lit(0).alias("_ord"))
+    units = rows.withColumn("pull_index", F.lit(None).cast("int")).withColumn("_ord", F.lit(1))
+    w = Window.partitionBy(*keys).orderBy("queue_offset", "_ord").rowsBetween(Window.unboundedPreceding,
+                                                                              Window.currentRow)
+    both = units.unionByName(starts, allowMissingColumns=True)
+    return both.withColumn("pull_index", F.last("pull_index", ignorenulls=True).over(w)).where(
+        F.col("_ord") == 1).drop("_ord")
+
+
+def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = None) -> DataFrame:
+    """One row per (subscription, unit it scanned), every column of `tables.PULL_DECISIONS`, for one dump (or
+    all)."""
+    from pyspark.sql import functions as F
+
+    matrix = _read(spark, warehouse, "pull_decisions", dump_id)
+    subs = _read(spark, warehouse, "group_stats", dump_id).select(*SUBSCRIPTION_COLUMNS)
+    rows = explode(matrix, subs, _read(spark, warehouse, "decision_codes", dump_id))
+    details = _read(spark, warehouse, "decision_details", dump_id)
+    rows = rows.join(details, ["dump_id", "subscription_index", "topic", "queue_id", "queue_offset"], "left")
+    sql_text = (F.col("layer") == vocab.COMMIT_LOG) & F.col("sql_value").isin("TRUE", "FALSE", "NULL")
+    rows = rows.withColumn("detail", F.coalesce(F.col("detail"), F.when(sql_text, F.col("sql_value")))).withColumn(
+        "bloom_bitmap", F.when(F.col("bloom_tested"), F.col("bloom_bitmap")))
+    rows = with_pull_index(rows, _read(spark, warehouse, "pulls", dump_id))
+    return rows.select(*tables.PULL_DECISIONS.names)
+
+
+def _stores(spark: SparkSession, warehouse: str, dump_id: str | None, store: str | None) -> dict[str, str]:
+    """{dump_id: store root} to read bodies from: `store` for the dump asked for, else job 1's dumps table."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    if store is not None and dump_id is not None:
+        return {dump_id: store}
+    try:
+        dumps = spark.read.format("delta").load(table_path(warehouse, "dumps"))
+        if dump_id is not None:
+            dumps = dumps.where(F.col("dump_id") == dump_id)
+        found = {r.dump_id: r.store for r in dumps.select("dump_id", "store").collect()}
+    except AnalysisException:
+        found = {}
+    return {k: store or v for k, v in found.items()}
+
+
+def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None = None,
+                       store: str | None = None) -> DataFrame:
+    """One row per message a subscription received, every column of `tables.DELIVERED_MESSAGES`: the DELIVERED
+    decisions joined to job 1's messages; the body decompressed as the client does, from `messages.body` where
+    job 1 wrote it, else read from the dump (`store`, else the store job 1 recorded in the dumps table), else null
+    (logged)."""
+    from pyspark.sql import functions as F
+
+    decided = pull_decisions(spark, warehouse, dump_id).where(F.col("outcome") == vocab.DELIVERED).select(
+        "dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
+        "pull_index")
+    messages = _read(spark, warehouse, "messages", dump_id)
+    stored = F.col("body") if "body" in messages.columns else F.lit(None).cast("binary")
+    length = F.length(stored).cast("int")
+    if "body_length" in messages.columns:
+        length = F.coalesce(length, F.col("body_length").cast("int"))
+    m = messages.select(
+        "dump_id", "commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
+        "offset_msg_id", "properties", stored.alias("stored_body"), length.alias("stored_body_size"), "store_size",
+        "sys_flag", "flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times")
+    rows = decided.join(m, ["dump_id", "commit_log_offset"]).withColumn(
+        "msg_id", F.coalesce("uniq_key", "offset_msg_id"))
+    stores = _stores(spark, warehouse, dump_id, store) if "body" not in messages.columns else {}
+    ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in rows.schema) + ", body binary"
+    out = rows.mapInArrow(_with_bodies(stores, store), ddl)
+    return out.select(*tables.DELIVERED_MESSAGES.names)
+
+
+def _with_bodies(stores: dict[str, str], store: str | None):
+    """mapInArrow: each delivered message's body as the consumer gets it (stored ones inflated where compressed,
+    missing ones read from the dump)."""
+    from filterlib.store import fs as sfs
+
+    remote = sfs.snapshot()
+
+    def run(batches):
+        from filterlib.store.bodies import read_bodies
+        from filterlib.store.compression import decompress_body
+        from filterlib.store.storedir import StoreDir
+
+        sfs.install(remote)
+        opened: dict[str, StoreDir | None] = {}
+        for b in batches:
+            bodies = b.column("stored_body")
+            flags = np.asarray(b.column("sys_flag").fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            missing = np.asarray(bodies.is_null(), dtype=bool)
+            need = missing | ((flags & COMPRESSED_FLAG) != 0)
+            if need.any():
+                values = bodies.to_pylist()
+                dumps = b.column("dump_id").to_pylist()
+                offsets = b.column("commit_log_offset").to_pylist()
+                for i in np.flatnonzero(need & ~missing).tolist():
+                    values[i] = decompress_body(values[i], int(flags[i]))
+                for i in np.flatnonzero(missing).tolist():
+                    root = stores.get(dumps[i]) or store
+                    if root not in opened:
+                        opened[root] = _open(root)
+                    s = opened[root]
+                    values[i] = read_bodies(s, [offsets[i]])[0] if s is not None else None
+                bodies = pa.array(values, pa.binary())
+            cols = {n: b.column(n) for n in b.schema.names}
+            cols["body"] = bodies
+            yield pa.RecordBatch.from_pydict(cols)
+
+    return run
+
+
+def _open(root: str | None):
+    """The dump at root, None (logged: bodies stay null) where it cannot be opened."""
+    from filterlib.errors import StoreFormatError
+    from filterlib.store.storedir import StoreDir
+
+    if root is None:
+        log.warning("no body copies in the warehouse and no store to read them from: bodies are null")
+        return None
+    try:
+        return StoreDir(root)
+    except StoreFormatError as e:
+        log.warning("bodies are null: the dump cannot be read (%s)", e)
+        return None
