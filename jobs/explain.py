@@ -3,10 +3,11 @@
     python -m jobs.explain --warehouse DIR --group G [--dump-id ID]
                            (--msg-id ID | --offset-msg-id ID | --key K | --queue TOPIC:QID:OFFSET)
 
-Reads job 1's and job 2's Delta tables with the lookups pushed down (messages by id or key, pull_decisions by
-group and commit log offset) and prints, per matching message, what the consume-queue layer, the commit-log layer
-and the client did (`filterlib.explain`); a message the group never scanned, or that does not exist, says so and
-why (no subscription to its topic, a subscription the broker refused, no consume-queue unit, a start offset past it).
+Reads job 1's and job 2's Delta tables with the lookups pushed down (messages by id or key, the decision matrix by
+commit log offset, exploded to the group's decision rows by `jobs.row_forms`) and prints, per matching message,
+what the consume-queue layer, the commit-log layer and the client did (`filterlib.explain`); a message the group
+never scanned, or that does not exist, says so and why (no subscription to its topic, a subscription the broker
+refused, no consume-queue unit, a start offset past it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from filterlib.explain import explain
+from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
 from jobs.delta_io import check_dump_id, table_path
 
@@ -159,8 +161,9 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
     filters = {(r.topic, r.consumer_group): r.asDict() for r in _table(spark, inputs, "consumer_filters", dump_id)
                .where(F.col("consumer_group") == inputs.group).collect()}
     by_offset = {r["commit_log_offset"]: r for r in rows}
-    decisions = [r.asDict() for r in _table(spark, inputs, "pull_decisions", dump_id)
-                 .where((F.col("consumer_group") == inputs.group) & F.col("commit_log_offset").isin(list(by_offset)))
+    decisions = [r.asDict() for r in row_forms.pull_decisions(spark, inputs.warehouse, dump_id,
+                                                              F.col("commit_log_offset").isin(list(by_offset)))
+                 .where(F.col("consumer_group") == inputs.group)
                  .orderBy("commit_log_offset", "subscription_index").collect()]
     units = {r.commit_log_offset for r in _table(spark, inputs, "consume_queue", dump_id)
              .where(F.col("commit_log_offset").isin(list(by_offset))).select("commit_log_offset").collect()}

@@ -24,7 +24,7 @@ from filterlib.store.commitlog import COMPRESSED_FLAG
 from jobs.delta_io import table_path
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger("row_forms")
 SCANNING = [STATUS_NAMES[FOUND], STATUS_NAMES[NO_MATCHED_MESSAGE]]
@@ -67,12 +67,16 @@ def with_pull_index(rows: DataFrame, pulls: DataFrame) -> DataFrame:
         F.col("_ord") == 1).drop("_ord")
 
 
-def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = None) -> DataFrame:
+def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = None,
+                   units: Column | None = None) -> DataFrame:
     """One row per (subscription, unit it scanned), every column of `tables.PULL_DECISIONS`, for one dump (or
-    all)."""
+    all); `units`, a condition on the matrix's unit columns (topic, queue_id, queue_offset, commit_log_offset),
+    keeps only those units before the explode (a lookup, as explain's, reads only its units' rows)."""
     from pyspark.sql import functions as F
 
     matrix = _read(spark, warehouse, "pull_decisions", dump_id)
+    if units is not None:
+        matrix = matrix.where(units)
     subs = _read(spark, warehouse, "group_stats", dump_id).select(*SUBSCRIPTION_COLUMNS)
     rows = explode(matrix, subs, _read(spark, warehouse, "decision_codes", dump_id))
     details = _read(spark, warehouse, "decision_details", dump_id)
