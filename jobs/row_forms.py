@@ -33,6 +33,33 @@ SUBSCRIPTION_COLUMNS = ["dump_id", "subscription_index", "consumer_group", "topi
                         "subscription_position"]
 
 
+PULL_DECISIONS_SQL = """\
+WITH m AS (SELECT * FROM delta.`{warehouse}/pull_decisions` WHERE dump_id = '{dump_id}'),
+     s AS (SELECT * FROM delta.`{warehouse}/group_stats` WHERE dump_id = '{dump_id}'),
+     c AS (SELECT * FROM delta.`{warehouse}/decision_codes` WHERE dump_id = '{dump_id}' AND code > 0),
+     d AS (SELECT * FROM delta.`{warehouse}/decision_details` WHERE dump_id = '{dump_id}'),
+     p AS (SELECT * FROM delta.`{warehouse}/pulls`
+           WHERE dump_id = '{dump_id}' AND status IN ('FOUND', 'NO_MATCHED_MESSAGE'))
+SELECT m.dump_id, s.consumer_group, m.topic, s.subscription_index, m.queue_id, m.queue_offset,
+       m.commit_log_offset, m.size, m.tags_code, c.outcome, c.layer, c.reason, c.cq_reason,
+       coalesce(d.detail, CASE WHEN c.layer = 'commit_log' AND c.sql_value IN ('TRUE', 'FALSE', 'NULL')
+                               THEN c.sql_value END) AS detail,
+       c.sql_value, c.bloom_false_positive, c.bloom_tested,
+       CASE WHEN c.bloom_tested THEN m.bloom_bitmap END AS bloom_bitmap,
+       p.pull_index, s.subscription_type, s.expression
+FROM m
+JOIN s ON s.topic = m.topic
+JOIN c ON c.code = CAST(conv(hex(substring(m.decisions, s.subscription_position + 1, 1)), 16, 10) AS INT)
+JOIN p ON p.subscription_index = s.subscription_index AND p.queue_id = m.queue_id
+      AND m.queue_offset >= p.request_offset AND m.queue_offset < p.next_begin_offset
+LEFT JOIN d ON d.subscription_index = s.subscription_index AND d.topic = m.topic AND d.queue_id = m.queue_id
+           AND d.queue_offset = m.queue_offset
+"""
+"""The row form of one dump's decisions in plain Spark SQL (docs/simulate_pull.md shows it): what
+`pull_decisions` gives. The pull is joined by range here, simple to read; the function pairs each unit with its
+pull by a window instead, which stays linear on long queues."""
+
+
 def _read(spark: SparkSession, warehouse: str, table: str, dump_id: str | None) -> DataFrame:
     from pyspark.sql import functions as F
 

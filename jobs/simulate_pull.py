@@ -9,7 +9,9 @@ gets the broker's pre-read answer; those answered OK pull every queue of their t
 decides every unit for every subscription of the topic set-at-a-time (`filterlib.simulate`) and pages the pulls as
 getMessage does. The consume queues and ext bitmaps are the dump's own (what the broker reads), or job 1's rebuild
 (`--queues rebuilt`, and the fallback when the dump has none). The messages come from job 1's `messages` table.
-Tables pull_decisions, pulls, delivered_messages and group_stats are replaced per dump in one commit each.
+Each queue is replayed once; its compact output is cached and written as the tables pull_decisions (the decision
+matrix: a byte per subscription per scanned unit), decision_details, decision_codes, pulls and group_stats, each
+replaced per dump in one commit. One row per decision or per delivered message: `jobs.row_forms`.
 Tables: docs/simulate_pull.md.
 """
 
@@ -193,8 +195,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m jobs.simulate_pull",
         description="Replay every consumer group's pull over a RocketMQ store dump, as the broker would answer "
-                    "it: per scanned consume-queue unit the outcome and the filter layer that decided, the pulls "
-                    "themselves, the delivered messages and per-group statistics, as Delta tables under the "
+                    "it: per scanned consume-queue unit every subscription's outcome and the filter layer that "
+                    "decided (a decision matrix, exploded to one row per decision or per delivered message by "
+                    "jobs.row_forms), the pulls themselves and per-group statistics, as Delta tables under the "
                     "warehouse. Needs job 1 (python -m jobs.build_queues) run on the same dump and warehouse "
                     "first. Re-running a dump replaces its rows.")
     p.add_argument("--store", metavar="DIR|URI",

@@ -505,3 +505,20 @@ def test_store_and_broker_conf_come_from_job_1s_dumps_table(spark, replayed) -> 
     with pytest.raises(InputError, match="dump 'nope' is not recorded"):
         simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(
             ["--warehouse", wh, "--dump-id", "nope"])))
+
+
+def test_the_documented_sql_gives_the_row_form(spark, replayed) -> None:
+    """docs/simulate_pull.md's plain SQL over the stored tables gives exactly row_forms.pull_decisions' rows (on a
+    dump with SQL errors, bloom tests and decode failures: every column, the detail and the pull included), and the
+    stored matrix is one row per scanned unit, far fewer rows than decisions."""
+    wh = replayed["warehouse"]
+    doc = (ROOT / "docs" / "simulate_pull.md").read_text(encoding="utf-8")
+    assert row_forms.PULL_DECISIONS_SQL in doc
+    key = ["subscription_index", "queue_id", "queue_offset"]
+    for name in ("demo", "client_decode"):
+        by_sql = spark.sql(row_forms.PULL_DECISIONS_SQL.format(warehouse=wh, dump_id=name)).orderBy(*key)
+        assert by_sql.columns == row_forms.tables.PULL_DECISIONS.names
+        decided = rows(spark, wh, "pull_decisions", name, key)
+        assert by_sql.toArrow().to_pylist() == decided and decided
+        units = read_dump(spark, wh, "pull_decisions", name).count()
+        assert units == len({(d["topic"], d["queue_id"], d["queue_offset"]) for d in decided}) < len(decided)
