@@ -521,4 +521,5 @@ def test_the_documented_sql_gives_the_row_form(spark, replayed) -> None:
         decided = rows(spark, wh, "pull_decisions", name, key)
         assert by_sql.toArrow().to_pylist() == decided and decided
         units = read_dump(spark, wh, "pull_decisions", name).count()
-        assert units == len({(d["topic"], d["queue_id"], d["queue_offset"]) for d in decided}) < len(decided)
+        assert units == len({(d["topic"], d["queue_id"], d["queue_offset"]) for d in decided})
+        assert units < len(decided) or name != "demo"
