@@ -523,3 +523,32 @@ def test_the_documented_sql_gives_the_row_form(spark, replayed) -> None:
         units = read_dump(spark, wh, "pull_decisions", name).count()
         assert units == len({(d["topic"], d["queue_id"], d["queue_offset"]) for d in decided})
         assert units < len(decided) or name != "demo"
+
+
+def test_delivered_bodies_come_from_the_dump_when_the_warehouse_has_none(spark, replayed) -> None:
+    """The demo dump's tables copied under another dump id with every body nulled (a body-less `messages`):
+    delivered_messages reads each body from the store given, inflated as the client does, and gives exactly the
+    rows it gives with the bodies in the warehouse; with no store to read, the bodies are null and nothing else
+    changes."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import replace_dump
+
+    wh, copy = replayed["warehouse"], "demo_bodiless"
+    for t in ("pull_decisions", "decision_details", "decision_codes", "pulls", "group_stats", "messages"):
+        df = read_dump(spark, wh, t, "demo").withColumn("dump_id", F.lit(copy))
+        if t == "messages":
+            df = df.withColumn("body", F.lit(None).cast("binary"))
+        replace_dump(df.localCheckpoint(), wh, t, copy)
+    key = ["subscription_index", "queue_id", "queue_offset"]
+    want = [dict(r, dump_id=copy) for r in rows(spark, wh, "delivered_messages", "demo", key)]
+    assert want and any(r["sys_flag"] & 1 for r in want)  # compressed bodies among them
+    got = row_forms.delivered_messages(spark, wh, copy, store=str(DEMO / "dump")).orderBy(*key)
+    sizes = [r.pop("stored_body_size") for r in want]
+    got_rows = got.toArrow().to_pylist()
+    assert [r.pop("stored_body_size") for r in got_rows] == [None] * len(sizes)
+    assert got_rows == want
+    bare = row_forms.delivered_messages(spark, wh, copy).orderBy(*key).toArrow().to_pylist()
+    assert [r["body"] for r in bare] == [None] * len(want)
+    assert [{k: v for k, v in r.items() if k not in ("body", "stored_body_size")} for r in bare] == \
+        [{k: v for k, v in r.items() if k != "body"} for r in want]
