@@ -63,7 +63,7 @@ class Table:
 _SQL_TYPES = {pa.int64(): "long", pa.int32(): "int", pa.string(): "string", pa.binary(): "binary",
               pa.bool_(): "boolean", pa.float64(): "double", pa.map_(pa.string(), pa.string()): "map<string,string>",
               pa.list_(pa.string()): "array<string>", pa.list_(pa.int32()): "array<int>",
-              pa.list_(pa.int64()): "array<bigint>"}
+              pa.list_(pa.int64()): "array<bigint>", pa.map_(pa.string(), pa.int64()): "map<string,long>"}
 
 
 def sql_type(t: pa.DataType) -> str:
@@ -348,13 +348,22 @@ WHAT_IF = Table("what_if", "one row per unit a candidate gains or loses (only wr
     ("msg_id", STR, "the UNIQ_KEY, else the offset msg id"),
     ("tags", STR, "TAGS property"))))
 
+RUNS = Table("runs", "one row per complete run of a job on a dump (written last, after every table of the run)",
+             ("dump_id", "run_id"), (DUMP_ID, *_cols(
+    ("run_id", STR, "the run's own id (random, unique)"),
+    ("job", STR, "build_queues or simulate_pull"),
+    ("finished_at", LONG, "when the run recorded itself, ms since the epoch"),
+    ("tables", pa.map_(pa.string(), pa.int64()), "each table the run wrote, with the Delta version it committed"),
+    ("inputs", pa.map_(pa.string(), pa.int64()), "each table of another job the run read, with the Delta version "
+                                                 "it read (job 2: job 1's last complete run)"))))
+
 JOB1 = (MESSAGES, CONSUME_QUEUE, CONSUMER_FILTERS, DUMP_FILES, DUMPS, QUEUE_DIFF)
 JOB2 = (DECISION_MATRIX, DECISION_DETAILS, DECISION_CODES, PULLS, GROUP_STATS, WHAT_IF, PULL_DECISIONS,
         DELIVERED_MESSAGES)
 """Job 2's tables, then the two row forms (`jobs.row_forms`) that are documented beside them but not stored."""
 ROW_FORMS = (PULL_DECISIONS, DELIVERED_MESSAGES)
-TABLES: dict[str, Table] = {t.name: t for t in (*JOB1, *JOB2)}
-DOCS = {"docs/build_queues.md": JOB1, "docs/simulate_pull.md": JOB2}
+TABLES: dict[str, Table] = {t.name: t for t in (*JOB1, *JOB2, RUNS)}
+DOCS = {"docs/build_queues.md": JOB1, "docs/simulate_pull.md": JOB2, "docs/runs.md": (RUNS,)}
 """Which doc holds which tables' column tables."""
 
 _BLOCK = re.compile(r"<!-- columns: (\w+) -->\n.*?<!-- end columns -->", re.S)

@@ -71,6 +71,7 @@ from jobs.decode_tasks import (
     queue_units,
 )
 from jobs.delta_io import read_dump, replace_dump
+from jobs.runs import record_run
 from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:
@@ -614,7 +615,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
                               f"{summary.records} records (did the store change during the run?)")
     log.info("wrote messages: %d records", written)
     if compressed:  # else no body can fail to decode: no scan
-        bad = read_dump(spark, wh, "messages", inputs.dump_id).where(F.col("body_error").isNotNull())
+        bad = read_dump(spark, wh, "messages", inputs.dump_id, latest=True).where(F.col("body_error").isNotNull())
         summary.undecodable = bad.count()
     if summary.undecodable:
         summary.undecodable_examples = [r.asDict() for r in bad.select("topic", "commit_log_offset", "body_error")
@@ -623,6 +624,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")
     summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(inputs, summary)], DUMPS_DDL), wh,
                                            "dumps", inputs.dump_id)
+    record_run(spark, wh, PROG, inputs.dump_id, summary.tables)  # last: readers move to this run's tables
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary

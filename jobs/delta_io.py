@@ -74,11 +74,30 @@ def _table_properties(spark: SparkSession, path: str) -> dict[str, str] | None:
     return dict(DeltaTable.forPath(spark, path).detail().select("properties").first()[0] or {})
 
 
-def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> DataFrame:
-    """One dump's rows of a table."""
+def last_version(spark: SparkSession, path: str) -> int:
+    """The newest committed Delta version of the table at path (-1 when there is none): what a run records for a
+    table replace_dump wrote (one run per dump at a time, jobs.runlock, so no commit of this dump comes between)."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
+
+
+def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,
+              latest: bool = False) -> DataFrame:
+    """One dump's rows of a table as the dump's last complete run left it (jobs.runs: the version that run
+    committed, so a run killed part-way is never seen); `version` reads that version instead, `latest` the newest
+    (a run reading what it has just written itself). A table no complete run names is read at its latest version."""
     from pyspark.sql import functions as F
 
-    return spark.read.format("delta").load(table_path(warehouse, table)).where(F.col("dump_id") == dump_id)
+    path = table_path(warehouse, table)
+    if version is None and not latest:
+        from jobs.runs import pinned_version
+
+        version = pinned_version(spark, warehouse, table, dump_id)
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(path).where(F.col("dump_id") == dump_id)
 
 
 # Fail fast when probing: a refused connection or a missing bucket is one answer, not minutes of S3A retries.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from filterlib.explain import explain
 from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
-from jobs.delta_io import check_dump_id, table_path
+from jobs.delta_io import check_dump_id, read_dump, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -103,9 +103,7 @@ def validate(args: argparse.Namespace) -> Inputs:
 
 
 def _table(spark: SparkSession, inputs: Inputs, name: str, dump_id: str) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return spark.read.format("delta").load(table_path(inputs.warehouse, name)).where(F.col("dump_id") == dump_id)
+    return read_dump(spark, inputs.warehouse, name, dump_id)  # the last complete run's version
 
 
 def _dump_id(spark: SparkSession, inputs: Inputs) -> str:

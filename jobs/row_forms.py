@@ -21,7 +21,7 @@ from filterlib import tables
 from filterlib import vocabulary as vocab
 from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
 from filterlib.store.commitlog import COMPRESSED_FLAG
-from jobs.delta_io import table_path
+from jobs.delta_io import read_dump, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -61,10 +61,10 @@ pull by a window instead, which stays linear on long queues."""
 
 
 def _read(spark: SparkSession, warehouse: str, table: str, dump_id: str | None) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    df = spark.read.format("delta").load(table_path(warehouse, table))
-    return df if dump_id is None else df.where(F.col("dump_id") == dump_id)
+    """One dump's rows as its last complete run left them (`delta_io.read_dump`); every dump's, latest, for None."""
+    if dump_id is not None:
+        return read_dump(spark, warehouse, table, dump_id)
+    return spark.read.format("delta").load(table_path(warehouse, table))
 
 
 def explode(matrix: DataFrame, subscriptions: DataFrame, codes: DataFrame) -> DataFrame:
@@ -118,14 +118,11 @@ def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = No
 def _stores(spark: SparkSession, warehouse: str, dump_id: str | None, store: str | None) -> dict[str, str]:
     """{dump_id: store root} to read bodies from: `store` for the dump asked for, else job 1's dumps table."""
     from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     if store is not None and dump_id is not None:
         return {dump_id: store}
     try:
-        dumps = spark.read.format("delta").load(table_path(warehouse, "dumps"))
-        if dump_id is not None:
-            dumps = dumps.where(F.col("dump_id") == dump_id)
+        dumps = _read(spark, warehouse, "dumps", dump_id)
         found = {r.dump_id: r.store for r in dumps.select("dump_id", "store").collect()}
     except AnalysisException:
         found = {}

@@ -89,6 +89,7 @@ from jobs.pull_tasks import (
     read_dump_queues,
     replay_queues,
 )
+from jobs.runs import JOB1_TABLES, record_run
 from jobs.schemas import table_ddl
 
 if TYPE_CHECKING:
@@ -271,14 +272,12 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
     the dump in the warehouse's dumps table; the only dump there when no --dump-id is given."""
 
     from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     if inputs.store is not None:
         return replace(inputs, broker_version=inputs.broker_version or brokerversion.DEFAULT)
     try:
-        dumps = spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
-        if inputs.dump_id is not None:
-            dumps = dumps.where(F.col("dump_id") == inputs.dump_id)
+        dumps = (read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id) if inputs.dump_id is not None
+                 else spark.read.format("delta").load(table_path(inputs.warehouse, "dumps")))
         rows = dumps.limit(50).collect()
     except AnalysisException as e:
         raise InputError(f"{table_path(inputs.warehouse, 'dumps')}: cannot read job 1's dumps table "
@@ -660,6 +659,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     out.unpersist()
     if body_checks is not None:
         body_checks.unpersist()
+    record_run(spark, wh, PROG, inputs.dump_id, summary.tables, JOB1_TABLES)  # last: readers move to this run
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary

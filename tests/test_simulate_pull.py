@@ -206,6 +206,8 @@ def test_a_dump_whose_body_error_reads_back_null_still_equals_the_real_pull(spar
     build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(built)))
     nulled = read_dump(spark, wh, "messages", old).withColumn("body_error", F.lit(None).cast("string"))
     replace_dump(nulled.localCheckpoint(), wh, "messages", old)
+    # as an older release left it: no run row names the dump's tables, so readers read the latest versions
+    spark.sql(f"DELETE FROM delta.`{wh}/runs` WHERE dump_id = '{old}'")
     assert read_dump(spark, wh, "messages", old).where(F.col("body_error").isNotNull()).count() == 0
     simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
     units, _calls, _msgs, problems = compare(spark, wh, old, source["truth"])

@@ -1,0 +1,404 @@
+"""Job output written as Parquet by the tasks themselves (pyarrow) and committed to Delta by the driver.
+
+Why: a table produced in Python tasks as Arrow costs 2.9-8 us per row through Spark's JVM writer (Arrow -> JVM rows
+-> Parquet) and 0.3-2 us through pyarrow's own writer (docs: /work/shared/performance-notes.md). So a task calls
+`write_part` (one snappy Parquet file under the table's directory, named uniquely, its Delta statistics computed
+from the Arrow data) and returns the plain dict it gives; the driver gathers the dicts and `commit_dump` makes ONE
+Delta commit per table that removes every file holding the dump's rows and adds the new ones.
+
+Mechanism: delta-spark's own transaction (`DeltaLog.startTransaction` / `OptimisticTransaction.commit`) through
+py4j, the jar the sessions already load (pinned: io.delta:delta-spark_4.2_2.13:4.4.0, jobs.spark.DELTA_PACKAGE and
+jars/pom.xml). Chosen over Delta Kernel's transaction API (4.4.0 jars on the class path: it appends but has no
+public way to remove files by a predicate, and no schema merge) and over delta-rs (`deltalake`: another package
+to pin, another writer with its own protocol support, and no s3a:// URIs or Hadoop settings). The transaction is
+the one replaceWhere uses: the same log store for every Hadoop file system (s3a included), conflict detection (the
+files read are those the dump predicate `dump_id = '<id>'` selects, so another dump's concurrent commit does not
+conflict), checkpoints, protocol and metadata checks, `DESCRIBE HISTORY` showing a WRITE with that predicate. The
+classes used (DeltaLog, OptimisticTransaction, Action.fromJson, AddFile.remove, DeltaOperations.Write) are
+delta-spark internals, not a public API: tests/test_delta_files.py holds them to the pinned release.
+
+Which files hold the dump: each file this module adds carries the Delta tag `dump_id`; a file written by
+replaceWhere (no tag) is judged by its `dump_id` min/max statistics, and where those cannot tell (no statistics,
+or a truncated long id) by reading its `dump_id` column. A file holding this dump's rows and another's cannot be
+replaced whole: ValueError, never a partial replace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import posixpath
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from jobs.delta_io import STATS_PROPERTY, check_dump_id, table_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+STRING_PREFIX = 32  # Delta's dataSkippingStringPrefixLength: a longer string keeps a 32-character min and max bound
+DUMP_TAG = "dump_id"
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    """Where a task writes one table's Parquet files for one dump, and how it reaches that file system (picklable)."""
+
+    table_uri: str  # <warehouse>/<table> as Spark names it
+    dump_id: str
+    root: str  # the table directory inside the file system below (a local path, or bucket/key for s3)
+    kind: str = "local"  # "local" or "s3"
+    s3: dict[str, Any] = field(default_factory=dict, repr=False)  # pyarrow S3FileSystem arguments (keys hidden)
+
+    def filesystem(self) -> pafs.FileSystem:
+        """The pyarrow file system the task writes through."""
+        if self.kind == "local":
+            return pafs.LocalFileSystem()
+        return pafs.S3FileSystem(**self.s3)
+
+
+def _local_dir(uri: str) -> str | None:
+    """The local directory of a path or file: URI; None for any other URI."""
+    if "://" not in uri and not uri.startswith("file:"):
+        return os.path.abspath(uri)
+    u = urlsplit(uri)
+    return unquote(u.path) if u.scheme == "file" else None
+
+
+def _s3_options(spark: SparkSession, bucket: str) -> dict[str, Any]:
+    """pyarrow S3FileSystem arguments from the session's fs.s3a settings (per-bucket ones first)."""
+    hconf = spark._jsparkSession.sessionState().newHadoopConf()
+
+    def get(key: str) -> str | None:
+        value = hconf.get(f"fs.s3a.bucket.{bucket}.{key}") or hconf.get(f"fs.s3a.{key}")
+        return str(value) if value is not None else None
+
+    opts: dict[str, Any] = {}
+    endpoint = get("endpoint")
+    ssl = (get("connection.ssl.enabled") or "true").lower() != "false"
+    if endpoint:
+        u = urlsplit(endpoint if "://" in endpoint else ("https://" if ssl else "http://") + endpoint)
+        opts["endpoint_override"] = u.netloc
+        opts["scheme"] = u.scheme
+    region = get("endpoint.region") or get("region")
+    if region:
+        opts["region"] = region
+    if get("access.key") and get("secret.key"):
+        opts["access_key"], opts["secret_key"] = get("access.key"), get("secret.key")
+        if get("session.token"):
+            opts["session_token"] = get("session.token")
+    if (get("path.style.access") or "false").lower() != "true" and not endpoint:
+        opts["force_virtual_addressing"] = True
+    return opts
+
+
+def file_target(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> FileTarget:
+    """The FileTarget of one table and dump: a local (or file:) warehouse, or an s3a:// one reached with the
+    session's fs.s3a settings; ValueError for any other scheme (write those tables through delta_io)."""
+    check_dump_id(dump_id)
+    uri = table_path(warehouse, table)
+    local = _local_dir(uri)
+    if local is not None:
+        return FileTarget(uri, dump_id, local)
+    u = urlsplit(uri)
+    if u.scheme == "s3a":
+        return FileTarget(uri, dump_id, f"{u.netloc}{u.path}".rstrip("/"), "s3", _s3_options(spark, u.netloc))
+    raise ValueError(f"{uri}: tasks write Parquet directly only to a local or s3a:// warehouse")
+
+
+def _scalar(v: Any) -> Any:
+    """A statistics value as JSON takes it."""
+    return v.as_py() if hasattr(v, "as_py") else v
+
+
+class _Stats:
+    """Running min/max/nullCount of the statistics columns over a file's batches, as Delta writes them."""
+
+    def __init__(self, schema: pa.Schema, columns: Sequence[str]):
+        self.columns = [c for c in columns if c in schema.names]
+        self.types = {c: schema.field(c).type for c in self.columns}
+        self.min: dict[str, Any] = {}
+        self.max: dict[str, Any] = {}
+        self.nulls = dict.fromkeys(self.columns, 0)
+        self.rows = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Fold one batch in."""
+        self.rows += batch.num_rows
+        for c in self.columns:
+            col = batch.column(c)
+            self.nulls[c] += col.null_count
+            t = self.types[c]
+            if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+                    or pa.types.is_large_string(t)):
+                continue
+            mm = pc.min_max(col)
+            lo, hi = _scalar(mm["min"]), _scalar(mm["max"])
+            if lo is None:
+                continue
+            if c not in self.min or lo < self.min[c]:
+                self.min[c] = lo
+            if c not in self.max or hi > self.max[c]:
+                self.max[c] = hi
+
+    def json(self) -> str:
+        """Delta's stats JSON: numRecords, minValues, maxValues, nullCount."""
+        lo: dict[str, Any] = {}
+        hi: dict[str, Any] = {}
+        for c in self.columns:
+            a, b = self.min.get(c), self.max.get(c)
+            if a is None or (isinstance(a, float) and (math.isnan(a) or math.isnan(b))):
+                continue
+            if isinstance(a, str):
+                lo[c] = a[:STRING_PREFIX]
+                top = _truncated_max(b)
+                if top is not None:
+                    hi[c] = top
+                continue
+            lo[c], hi[c] = a, b
+        return json.dumps({"numRecords": self.rows, "minValues": lo, "maxValues": hi, "nullCount": self.nulls},
+                          separators=(",", ":"))
+
+
+ASCII_MAX, UTF8_MAX = "\x7f", "\U0010ffff"
+
+
+def _truncated_max(s: str) -> str | None:
+    """An upper bound of s as Delta keeps it: s when short, else a prefix of at least STRING_PREFIX characters and a
+    tie-breaker greater than the character cut off (U+007F or U+10FFFF); None when no bound fits in twice that."""
+    i = STRING_PREFIX
+    while i <= 2 * STRING_PREFIX:
+        if i >= len(s):
+            return s
+        if s[i] == UTF8_MAX:
+            i += 1
+        elif s[i] < ASCII_MAX:
+            return s[:i] + ASCII_MAX
+        else:
+            return s[:i] + UTF8_MAX
+    return None
+
+
+def _batches(data: pa.Table | Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+    """The record batches of a table or an iterable of batches."""
+    return data.to_batches() if isinstance(data, pa.Table) else data
+
+
+def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch], schema: pa.Schema,
+               stats_columns: Sequence[str] = ()) -> dict | None:
+    """In a task: write one Parquet file (pyarrow, snappy) under the table directory with a unique name; return a
+    plain dict describing it (relative path, size, modification time, row count, Delta stats JSON with min/max/
+    nullCount of stats_columns), or None when there were no rows."""
+    fs = target.filesystem()
+    name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
+    path = posixpath.join(target.root, name) if target.kind != "local" else os.path.join(target.root, name)
+    stats = _Stats(schema, stats_columns)
+    writer: pq.ParquetWriter | None = None
+    try:
+        for batch in _batches(batches):
+            if batch.num_rows == 0:
+                continue
+            if batch.schema != schema:
+                batch = pa.RecordBatch.from_arrays([batch.column(n).cast(schema.field(n).type)
+                                                    for n in schema.names], schema=schema)
+            if writer is None:
+                if target.kind == "local":
+                    os.makedirs(target.root, exist_ok=True)
+                writer = pq.ParquetWriter(path, schema, filesystem=fs, compression="snappy")  # closes its stream
+            writer.write_batch(batch)
+            stats.add(batch)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return None
+    info = fs.get_file_info(path)
+    mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else int(time.time() * 1000)
+    return {"table_uri": target.table_uri, "dump_id": target.dump_id, "path": name, "size": int(info.size),
+            "modification_time": mtime, "num_records": stats.rows, "stats": stats.json()}
+
+
+def _spark_schema(schema: pa.Schema) -> dict:
+    """The Delta schemaString (Spark StructType JSON) of an Arrow schema, through the one DDL mapping."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    from jobs.schemas import spark_ddl
+
+    return json.loads(_parse_datatype_string(spark_ddl(schema)).json())
+
+
+def _merged(current: dict, new: dict, table: str) -> dict:
+    """mergeSchema: the current fields in order, then the new schema's fields the table lacks; a field both have
+    must keep its type (ValueError otherwise)."""
+    have = {f["name"].lower(): f for f in current["fields"]}
+    fields = list(current["fields"])
+    for f in new["fields"]:
+        old = have.get(f["name"].lower())
+        if old is None:
+            fields.append({**f, "nullable": True})
+        elif old["type"] != f["type"]:
+            raise ValueError(f"table {table}: column {f['name']} is {json.dumps(old['type'])} in the table and "
+                             f"{json.dumps(f['type'])} in the files written")
+    return {**current, "fields": fields}
+
+
+def _jvm_list(jvm: Any, items: Iterable[Any]) -> Any:
+    """A Scala immutable List of JVM objects."""
+    jl = jvm.java.util.ArrayList()
+    for x in items:
+        jl.add(x)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(jl).toList()
+
+
+def _some(jvm: Any, value: Any) -> Any:
+    return jvm.scala.Option.apply(value)
+
+
+def _none(jvm: Any) -> Any:
+    return jvm.scala.Option.empty()
+
+
+def _add_action(d: dict, dump_id: str) -> str:
+    """The `add` action JSON of one written file."""
+    return json.dumps({"add": {"path": d["path"], "partitionValues": {}, "size": d["size"],
+                               "modificationTime": d["modification_time"], "dataChange": True,
+                               "stats": d["stats"], "tags": {DUMP_TAG: dump_id}}})
+
+
+def _holds_dump(add: dict, dump_id: str) -> bool | None:
+    """Whether a table file holds dump_id's rows by its tag or exact statistics; None when they cannot tell."""
+    tags = add.get("tags") or {}
+    if DUMP_TAG in tags:
+        return tags[DUMP_TAG] == dump_id
+    stats = json.loads(add["stats"]) if add.get("stats") else {}
+    lo, hi = (stats.get("minValues") or {}).get("dump_id"), (stats.get("maxValues") or {}).get("dump_id")
+    if stats.get("numRecords") == 0:
+        return False
+    if lo is not None and (dump_id < lo or (hi is not None and dump_id > hi)):
+        return False
+    if lo is not None and lo == hi and (stats.get("nullCount") or {}).get("dump_id", 0) == 0:
+        return lo == dump_id
+    return None
+
+
+def _scan_dump_ids(spark: SparkSession, path: str, version: int, names: set[str]) -> dict[str, set[str]]:
+    """The dump ids each of the named files holds (file name -> ids), read from their dump_id column."""
+    from pyspark.sql import functions as F
+
+    df = (spark.read.format("delta").option("versionAsOf", version).load(path)
+          .select(F.col("_metadata.file_name").alias("f"), F.col("dump_id"))
+          .where(F.col("f").isin(sorted(names))).distinct())
+    found: dict[str, set[str]] = {}
+    for r in df.collect():
+        name = unquote(r["f"])
+        if name in names:
+            found.setdefault(name, set()).add(r["dump_id"])
+    return found
+
+
+def _dump_condition(spark: SparkSession, path: str, version: int, dump_id: str) -> Any:
+    """The resolved Catalyst predicate dump_id = '<id>' over the table (what the transaction records as read)."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").option("versionAsOf", version).load(path).where(F.col("dump_id") == dump_id)
+    return df._jdf.queryExecution().analyzed().condition()
+
+
+def _files_to_remove(spark: SparkSession, txn: Any, path: str, dump_id: str) -> list[Any]:
+    """The JVM AddFiles of the read snapshot that hold dump_id's rows; ValueError for a file that also holds
+    another dump's."""
+    jvm = spark._jvm
+    version = txn.readVersion()
+    try:
+        cond = _dump_condition(spark, path, version, dump_id)
+        candidates = txn.filterFiles(_jvm_list(jvm, [cond]), False)
+    except Exception:  # a table without a dump_id column: every file is read (and checked below)
+        candidates = txn.filterFiles()
+    files = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(candidates))
+    judged = [(f, json.loads(f.json())["add"]) for f in files]
+    unknown = {unquote(posixpath.basename(a["path"])): a for f, a in judged if _holds_dump(a, dump_id) is None}
+    found = _scan_dump_ids(spark, path, version, set(unknown)) if unknown else {}
+    out = []
+    for f, a in judged:
+        verdict = _holds_dump(a, dump_id)
+        if verdict is None:
+            ids = found.get(unquote(posixpath.basename(a["path"])), set())
+            if dump_id in ids and len(ids) > 1:
+                raise ValueError(f"{path}: file {a['path']} holds rows of dumps {sorted(ids)}: a dump's rows can be "
+                                 "replaced only when every file holds one dump")
+            verdict = dump_id in ids
+        if verdict:
+            out.append(f)
+    return out
+
+
+def _metadata_json(txn: Any, schema: pa.Schema, stats_columns: Sequence[str], table: str) -> str | None:
+    """The metaData action the commit needs (a new table, a merged schema, a changed statistics property), else
+    None."""
+    new_schema = _spark_schema(schema)
+    wanted = ",".join(stats_columns)
+    if txn.readVersion() < 0:
+        conf = {STATS_PROPERTY: wanted} if stats_columns else {}
+        return json.dumps({"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                                        "schemaString": json.dumps(new_schema), "partitionColumns": [],
+                                        "configuration": conf, "createdTime": int(time.time() * 1000)}})
+    md = json.loads(txn.metadata().json())["metaData"]
+    current = json.loads(md["schemaString"])
+    merged = _merged(current, new_schema, table)
+    conf = dict(md.get("configuration") or {})
+    changed = merged != current
+    if stats_columns and conf.get(STATS_PROPERTY) != wanted:
+        conf[STATS_PROPERTY] = wanted
+        changed = True
+    if not changed:
+        return None
+    return json.dumps({"metaData": {**md, "schemaString": json.dumps(merged), "configuration": conf}})
+
+
+def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Sequence[dict], schema: pa.Schema,
+            stats_columns: Sequence[str]) -> int:
+    """commit_dump's transaction itself."""
+    for d in files:
+        if d.get("dump_id") != dump_id or d.get("table_uri") != path:
+            raise ValueError(f"file {d.get('path')} was written for {d.get('table_uri')} / dump "
+                             f"{d.get('dump_id')!r}, not {path} / {dump_id!r}")
+    jvm = spark._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    log = delta.DeltaLog.forTable(spark._jsparkSession, path)
+    txn = log.startTransaction()
+    md = _metadata_json(txn, schema, stats_columns, table)
+    if md is not None:
+        txn.updateMetadata(delta.actions.Action.fromJson(md), False)
+    removes = [f.remove() for f in _files_to_remove(spark, txn, path, dump_id)] if txn.readVersion() >= 0 else []
+    adds = [delta.actions.Action.fromJson(_add_action(d, dump_id)) for d in files]
+    op = getattr(delta, "DeltaOperations$Write")(
+        jvm.org.apache.spark.sql.SaveMode.Overwrite, _none(jvm), _some(jvm, f"dump_id = '{dump_id}'"), _none(jvm),
+        _none(jvm), _none(jvm), _some(jvm, md is not None), _none(jvm), _none(jvm))
+    return int(txn.commit(_jvm_list(jvm, [*removes, *adds]), op))
+
+
+def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, files: Sequence[dict],
+                schema: pa.Schema, stats_columns: Sequence[str] = ()) -> int:
+    """On the driver: ONE Delta commit that removes every file holding dump_id's rows and adds `files`; creates the
+    table when missing (schema from the Arrow schema via jobs.schemas / filterlib.tables); merges a newer schema as
+    replace_dump does (mergeSchema semantics); returns the committed version. Failures raise jobs.faults.
+    TableWriteError like replace_dump."""
+    path = table_path(warehouse, table)
+    check_dump_id(dump_id)
+    files = [d for d in files if d is not None]
+    try:
+        return _commit(spark, path, table, dump_id, files, schema, stats_columns)
+    except Exception as e:  # Py4JJavaError, ValueError: the cause stays chained
+        from jobs.faults import TableWriteError
+
+        raise TableWriteError(table, path, dump_id) from e

@@ -1,0 +1,97 @@
+"""One consistent snapshot per run: the `runs` Delta table names, for each complete run, the version of every table
+it wrote; readers read a dump's tables at the versions of its last complete run.
+
+A run writes its tables one commit each, then appends its row here (`record_run`), last. A run killed at any point
+before that append leaves no row, so `pinned_version` still names the previous complete run's versions and
+`jobs.delta_io.read_dump` reads those (Delta time travel): the tables the killed run did commit hold its rows in
+newer versions nobody reads until a complete run names them. The row is a blind append (another dump's run
+appending at the same time does not conflict). One run per dump at a time (jobs.runlock) means no commit of the
+dump's rows comes between a run's write of a table and the version it records (jobs.delta_io.last_version).
+A warehouse without the table, or a table no run names (written by an older release), is read at its latest
+version, as before: said once per warehouse and table in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from filterlib import tables
+from jobs.delta_io import check_dump_id, last_version, table_path
+from jobs.schemas import table_ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+RUNS = tables.RUNS.name
+JOB1_TABLES = ("messages", "consume_queue", "consumer_filters", "dumps")
+"""Job 1's tables job 2 reads: job 2 records their versions as its inputs."""
+
+
+def record_run(spark: SparkSession, warehouse: str, job: str, dump_id: str, written: Mapping[str, str | int],
+               inputs: Iterable[str] = ()) -> dict:
+    """Append the run's row (written last): each table in `written` (table -> its path, whose latest version is
+    the run's commit, or the version itself) and the pinned version of each table in `inputs`. Returns the row."""
+    check_dump_id(dump_id)
+    versions = {t: v if isinstance(v, int) else last_version(spark, v) for t, v in written.items()}
+    read = {t: v for t in inputs if (v := pinned_version(spark, warehouse, t, dump_id, quiet=True)) is not None}
+    row = {"dump_id": dump_id, "run_id": uuid.uuid4().hex, "job": job, "finished_at": int(time.time() * 1000),
+           "tables": versions, "inputs": read}
+    (spark.createDataFrame([row], table_ddl(tables.RUNS)).coalesce(1).write.format("delta").mode("append")
+     .option("mergeSchema", "true").save(table_path(warehouse, RUNS)))
+    log.info("run %s of %s recorded: %s", row["run_id"], job,
+             ", ".join(f"{t} v{v}" for t, v in sorted(versions.items())))
+    return row
+
+
+_said: set[tuple[str, str]] = set()
+
+
+def _latest_note(warehouse: str, table: str, why: str) -> None:
+    """Say once per warehouse and table that it is read at its latest version."""
+    if (warehouse, table) not in _said:
+        _said.add((warehouse, table))
+        log.info("%s: %s; reading %s at its latest version", warehouse, why, table)
+
+
+_pins: dict[tuple[str, str], tuple[int, dict[str, int]]] = {}  # (runs path, dump) -> (runs version, pins)
+
+
+def pinned_versions(spark: SparkSession, warehouse: str, dump_id: str) -> dict[str, int]:
+    """For each table some complete run of dump_id wrote, the version the last such run committed (looked up once
+    per version of the runs table)."""
+    from pyspark.sql import functions as F
+
+    path = table_path(warehouse, RUNS)
+    runs_version = last_version(spark, path)
+    if runs_version < 0:
+        return {}
+    hit = _pins.get((path, dump_id))
+    if hit is not None and hit[0] == runs_version:
+        return dict(hit[1])
+    rows = (spark.read.format("delta").option("versionAsOf", runs_version).load(path)
+            .where(F.col("dump_id") == dump_id).select("finished_at", "tables").collect())
+    out: dict[str, int] = {}
+    for r in sorted(rows, key=lambda r: r["finished_at"]):
+        out.update(r["tables"] or {})
+    _pins[(path, dump_id)] = (runs_version, out)
+    return dict(out)
+
+
+def pinned_version(spark: SparkSession, warehouse: str, table: str, dump_id: str, quiet: bool = False) -> int | None:
+    """The version of `table` the last complete run of dump_id wrote; None (read the latest) when no run names it."""
+    version = pinned_versions(spark, warehouse, dump_id).get(table)
+    if version is None:
+        if not quiet:
+            _latest_note(warehouse, table, f"no complete run of dump {dump_id!r} names {table}")
+        return None
+    if version > last_version(spark, table_path(warehouse, table)):  # the table was made again since that run
+        if not quiet:
+            _latest_note(warehouse, table, f"{table} is older than the version the last run of {dump_id!r} names")
+        return None
+    return version

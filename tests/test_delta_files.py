@@ -1,0 +1,220 @@
+"""jobs.delta_files: Parquet written by Spark tasks with pyarrow, committed to Delta by the driver in one commit per
+table and dump, read back by plain delta-spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from jobs.delta_files import DUMP_TAG, commit_dump, file_target, write_part
+from jobs.delta_io import STATS_PROPERTY, last_version, read_dump, replace_dump
+from jobs.faults import TableWriteError
+
+SCHEMA = pa.schema([("dump_id", pa.string()), ("unit", pa.int64()), ("consumer_group", pa.string()),
+                    ("detail", pa.string())])
+STATS = ["dump_id", "unit", "consumer_group"]
+DDL = "dump_id string, unit long, consumer_group string, detail string"
+
+
+def _rows(dump_id: str, n: int, start: int = 0) -> list[tuple]:
+    return [(dump_id, i, f"g{i % 3}", None if i % 4 == 0 else f"detail {i}") for i in range(start, start + n)]
+
+
+def _arrow(rows: list[tuple], schema: pa.Schema = SCHEMA) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
+
+
+def _task_write(spark, wh: str, table: str, dump_id: str, rows: list[tuple], parts: int,
+                schema: pa.Schema = SCHEMA, stats: list[str] = STATS) -> list[dict]:
+    """Each Spark task writes its partition of `rows` with write_part and returns the descriptor as JSON."""
+    target = file_target(spark, wh, table, dump_id)
+    ddl = ", ".join(f"{f.name} {'long' if f.type == pa.int64() else 'string'}" for f in schema)
+    df = spark.createDataFrame(rows, ddl).repartition(parts)
+
+    def write(batches):
+        d = write_part(target, batches, schema, stats)
+        yield pa.RecordBatch.from_pydict({"d": [json.dumps(d) if d else None]})
+
+    out = [r.d for r in df.mapInArrow(write, "d string").collect()]
+    return [json.loads(d) for d in out if d]
+
+
+def _log(table: Path, version: int) -> list[dict]:
+    return [json.loads(line) for line in (table / "_delta_log" / f"{version:020d}.json").read_text().splitlines()]
+
+
+def _sorted(spark, wh, table, dump_id) -> list[tuple]:
+    return [tuple(r) for r in read_dump(spark, wh, table, dump_id).select("dump_id", "unit", "consumer_group", "detail")
+            .orderBy("unit").collect()]
+
+
+def test_task_parts_committed_once_and_readable_by_delta_spark(spark, tmp_path):
+    wh = str(tmp_path)
+    rows = _rows("a", 50)
+    files = _task_write(spark, wh, "t", "a", rows, 3)
+    assert len(files) == 3 and sum(f["num_records"] for f in files) == 50
+    v = commit_dump(spark, wh, "t", "a", files, SCHEMA, STATS)
+    assert v == 0 == last_version(spark, str(tmp_path / "t"))
+    assert _sorted(spark, wh, "t", "a") == rows
+    log = _log(tmp_path / "t", 0)
+    adds = [a["add"] for a in log if "add" in a]
+    assert sorted(a["path"] for a in adds) == sorted(f["path"] for f in files)
+    assert all(a["tags"] == {DUMP_TAG: "a"} for a in adds)
+    (meta,) = [a["metaData"] for a in log if "metaData" in a]
+    assert meta["configuration"] == {STATS_PROPERTY: ",".join(STATS)}
+    assert [f["name"] for f in json.loads(meta["schemaString"])["fields"]] == SCHEMA.names
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{tmp_path / 't'}`").first()
+    assert detail.numFiles == 3 and detail.format == "delta"
+
+
+def test_stats_match_what_delta_spark_writes(spark, tmp_path):
+    """The statistics of a pyarrow part are the ones delta-spark's own writer records for the same rows."""
+    wh = str(tmp_path)
+    rows = _rows("a", 40) + [("a", 1000, None, "x" * 40)]
+    (d,) = [write_part(file_target(spark, wh, "t", "a"), _arrow(rows), SCHEMA, STATS + ["detail"])]
+    commit_dump(spark, wh, "t", "a", [d], SCHEMA, STATS + ["detail"])
+    replace_dump(spark.createDataFrame(rows, DDL).coalesce(1), wh, "ref", "a", STATS + ["detail"])
+    ours = json.loads(d["stats"])
+    (theirs,) = [json.loads(a["add"]["stats"]) for a in _log(tmp_path / "ref", 0) if "add" in a]
+    theirs.pop("tightBounds", None)
+    assert ours == theirs
+    # data skipping: a lookup on unit reads only the file whose range holds it
+    commit_dump(spark, wh, "t", "b", [write_part(file_target(spark, wh, "t", "b"), _arrow(_rows("b", 5, 2000)),
+                                                 SCHEMA, STATS)], SCHEMA, STATS)
+    df = spark.read.format("delta").load(str(tmp_path / "t"))
+    assert len(df.where("unit = 2001").inputFiles()) == 1
+    assert len(df.inputFiles()) == 2
+
+
+def test_recommit_replaces_and_other_dumps_stay(spark, tmp_path):
+    wh = str(tmp_path)
+    commit_dump(spark, wh, "t", "a", _task_write(spark, wh, "t", "a", _rows("a", 20), 2), SCHEMA, STATS)
+    commit_dump(spark, wh, "t", "b", _task_write(spark, wh, "t", "b", _rows("b", 7), 2), SCHEMA, STATS)
+    v = commit_dump(spark, wh, "t", "a", _task_write(spark, wh, "t", "a", _rows("a", 12, 100), 2), SCHEMA, STATS)
+    assert v == 2
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 12, 100)
+    assert _sorted(spark, wh, "t", "b") == _rows("b", 7)
+    removed = [a["remove"] for a in _log(tmp_path / "t", 2) if "remove" in a]
+    assert len(removed) == 2 and all(r["tags"] == {DUMP_TAG: "a"} for r in removed)
+    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 2) if "commitInfo" in a]
+    assert info["operation"] == "WRITE" and info["operationParameters"]["predicate"] == "dump_id = 'a'"
+
+
+def test_empty_dump_removes_its_rows(spark, tmp_path):
+    wh = str(tmp_path)
+    commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 4)), SCHEMA)],
+                SCHEMA)
+    commit_dump(spark, wh, "t", "b", [write_part(file_target(spark, wh, "t", "b"), _arrow(_rows("b", 3)), SCHEMA)],
+                SCHEMA)
+    assert write_part(file_target(spark, wh, "t", "a"), _arrow([]), SCHEMA) is None
+    assert write_part(file_target(spark, wh, "t", "a"), iter([]), SCHEMA) is None
+    assert commit_dump(spark, wh, "t", "a", [None], SCHEMA) == 2
+    assert read_dump(spark, wh, "t", "a").count() == 0 and read_dump(spark, wh, "t", "b").count() == 3
+    # a dump without rows on a missing table still makes the table, empty
+    assert commit_dump(spark, wh, "u", "a", [], SCHEMA) == 0
+    assert spark.read.format("delta").load(str(tmp_path / "u")).columns == SCHEMA.names
+
+
+def test_table_made_by_replace_dump_then_commit_dump_and_back(spark, tmp_path):
+    wh = str(tmp_path)
+    replace_dump(spark.createDataFrame(_rows("a", 9), DDL).repartition(3), wh, "t", "a", STATS)
+    replace_dump(spark.createDataFrame(_rows("b", 5), DDL), wh, "t", "b", STATS)
+    commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 3, 50)),
+                                                 SCHEMA, STATS)], SCHEMA, STATS)
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 3, 50)
+    assert _sorted(spark, wh, "t", "b") == _rows("b", 5)
+    replace_dump(spark.createDataFrame(_rows("a", 2, 70), DDL), wh, "t", "a", STATS)
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 70)
+    assert _sorted(spark, wh, "t", "b") == _rows("b", 5)
+    assert last_version(spark, str(tmp_path / "t")) == 3
+
+
+def test_old_files_without_dump_stats_are_found_by_reading_them(spark, tmp_path):
+    """A replaceWhere table whose files keep no dump_id statistics: the dump's files are found by their rows."""
+    wh = str(tmp_path)
+    replace_dump(spark.createDataFrame(_rows("a", 9), DDL).repartition(2), wh, "t", "a", ["unit"])
+    replace_dump(spark.createDataFrame(_rows("b", 5), DDL), wh, "t", "b", ["unit"])
+    commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 1, 9)),
+                                                 SCHEMA)], SCHEMA)
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 1, 9)
+    assert _sorted(spark, wh, "t", "b") == _rows("b", 5)
+
+
+def test_a_file_holding_two_dumps_fails_loudly(spark, tmp_path):
+    wh = str(tmp_path)
+    both = spark.createDataFrame(_rows("a", 3) + _rows("b", 3), DDL).coalesce(1)
+    both.write.format("delta").save(str(tmp_path / "t"))
+    with pytest.raises(TableWriteError) as e:
+        commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 1)),
+                                                     SCHEMA)], SCHEMA)
+    assert "holds rows of dumps ['a', 'b']" in str(e.value.__cause__)
+    assert last_version(spark, str(tmp_path / "t")) == 0
+
+
+def test_schema_merge_adds_and_keeps_columns(spark, tmp_path):
+    wh = str(tmp_path)
+    commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 4)), SCHEMA)],
+                SCHEMA)
+    wider = SCHEMA.append(pa.field("body_error", pa.string()))
+    rows_b = [(*r, f"err {r[1]}") for r in _rows("b", 3)]
+    commit_dump(spark, wh, "t", "b", [write_part(file_target(spark, wh, "t", "b"), _arrow(rows_b, wider), wider)],
+                wider)
+    df = spark.read.format("delta").load(str(tmp_path / "t"))
+    assert df.columns == wider.names
+    assert read_dump(spark, wh, "t", "a").where("body_error is null").count() == 4
+    assert sorted(r.body_error for r in read_dump(spark, wh, "t", "b").collect()) == ["err 0", "err 1", "err 2"]
+    narrower = pa.schema([f for f in SCHEMA if f.name != "detail"])
+    commit_dump(spark, wh, "t", "b", [write_part(file_target(spark, wh, "t", "b"),
+                                                 _arrow([r[:3] for r in _rows("b", 2)], narrower), narrower)],
+                narrower)
+    assert spark.read.format("delta").load(str(tmp_path / "t")).columns == wider.names
+    assert [(r.detail, r.body_error) for r in read_dump(spark, wh, "t", "b").collect()] == [(None, None)] * 2
+    assert read_dump(spark, wh, "t", "a").where("detail is not null").count() == 3
+    clash = pa.schema([("dump_id", pa.string()), ("unit", pa.string())])
+    with pytest.raises(TableWriteError):
+        commit_dump(spark, wh, "t", "c", [], clash)
+
+
+def test_files_for_another_dump_are_refused(spark, tmp_path):
+    wh = str(tmp_path)
+    d = write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 2)), SCHEMA)
+    with pytest.raises(TableWriteError):
+        commit_dump(spark, wh, "t", "b", [d], SCHEMA)
+    with pytest.raises(ValueError):
+        file_target(spark, "gs://bucket/wh", "t", "a")
+
+
+@pytest.mark.parametrize("other", ["b", "a"])
+def test_a_concurrent_commit_conflicts_only_on_the_same_dump(spark, tmp_path, monkeypatch, other):
+    """Another writer commits between this commit's read and its write: a commit of another dump goes through
+    (the transaction read only dump a's files), one of the same dump is a Delta conflict and nothing is written."""
+    import jobs.delta_files as delta_files
+
+    wh = str(tmp_path)
+    for d in ("a", "b"):
+        commit_dump(spark, wh, "t", d, [write_part(file_target(spark, wh, "t", d), _arrow(_rows(d, 3)), SCHEMA,
+                                                   STATS)], SCHEMA, STATS)
+    theirs = write_part(file_target(spark, wh, "t", other), _arrow(_rows(other, 5, 500)), SCHEMA, STATS)
+    real = delta_files._files_to_remove
+
+    def meanwhile(*a, **kw):
+        found = real(*a, **kw)
+        monkeypatch.setattr(delta_files, "_files_to_remove", real)
+        commit_dump(spark, wh, "t", other, [theirs], SCHEMA, STATS)
+        return found
+
+    monkeypatch.setattr(delta_files, "_files_to_remove", meanwhile)
+    ours = write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 2, 900)), SCHEMA, STATS)
+    if other == "b":
+        assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
+        assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
+        assert _sorted(spark, wh, "t", "b") == _rows("b", 5, 500)
+    else:
+        with pytest.raises(TableWriteError) as e:
+            commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS)
+        assert "Concurrent" in str(e.value.__cause__)
+        assert last_version(spark, str(tmp_path / "t")) == 2
+        assert _sorted(spark, wh, "t", "a") == _rows("a", 5, 500)
