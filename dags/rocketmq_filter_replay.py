@@ -127,7 +127,8 @@ DOC_MD = f"""
 
 Replays one RocketMQ store dump: **build_queues** (job 1: decode the commitlog, rebuild the consume queues and
 bitmaps, write `messages`, `consume_queue`, `consumer_filters`, `dump_files`), then **simulate_pull** (job 2: the
-pull of every consumer group, `pull_decisions`, `delivered_messages`, `group_stats`). Both are `spark-submit`s
+pull of every consumer group, `pull_decisions` (a decision matrix), `decision_details`, `decision_codes`, `pulls`,
+`group_stats`; one row per decision or delivered message is `jobs.row_forms`). Both are `spark-submit`s
 through the Spark connection; re-running a dump replaces its rows. One run at a time (`max_active_runs=1`).
 
 **Run params** (trigger form or `conf`):

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from filterlib import vocabulary as vocab
-from jobs import build_queues, explain, report, simulate_pull
+from jobs import build_queues, explain, report, row_forms, simulate_pull
 from jobs.cli import ROOT, job_session, load_defaults
 
 DEMO = ROOT / "demo"
@@ -31,7 +31,7 @@ def _examples(spark, warehouse: str) -> list[tuple[str, list[str]]]:
     """(why it is interesting, explain arguments) for a collision, a SQL92 error and a bloom false positive."""
     from pyspark.sql import functions as F
 
-    decisions = spark.read.format("delta").load(f"{warehouse}/pull_decisions").where(F.col("dump_id") == DUMP_ID)
+    decisions = row_forms.pull_decisions(spark, warehouse, DUMP_ID)
     picks = [("a tag-hash collision: the broker passed it, the client dropped it",
               (F.col("outcome") == vocab.TAG_CLIENT_MISMATCH) & (F.col("reason") == "client_tag_mismatch")),
              ("a SQL92 evaluation error the broker treats as no match", F.col("outcome") == vocab.SQL_ERROR),
@@ -72,7 +72,8 @@ def run(spark, out: Path) -> str:
         print(line)
     _rule("where things are")
     print(f"Delta tables: {warehouse}/<table> (messages, consume_queue, consumer_filters, dump_files, "
-          f"pull_decisions, pulls, delivered_messages, group_stats); docs/ describes every column")
+          f"pull_decisions (the decision matrix), decision_details, decision_codes, pulls, group_stats); the row "
+          f"forms: jobs.row_forms.pull_decisions() and delivered_messages(); docs/ describes every column")
     print(f"HTML report: {written.out} (one self-contained file: open it in a browser)")
     return written.out
 

@@ -63,7 +63,7 @@ class Table:
 _SQL_TYPES = {pa.int64(): "long", pa.int32(): "int", pa.string(): "string", pa.binary(): "binary",
               pa.bool_(): "boolean", pa.float64(): "double", pa.map_(pa.string(), pa.string()): "map<string,string>",
               pa.list_(pa.string()): "array<string>", pa.list_(pa.int32()): "array<int>",
-              pa.map_(pa.string(), pa.int64()): "map<string,long>"}
+              pa.list_(pa.int64()): "array<bigint>", pa.map_(pa.string(), pa.int64()): "map<string,long>"}
 
 
 def sql_type(t: pa.DataType) -> str:
@@ -219,7 +219,8 @@ _SUB_TYPE = _cols(("subscription_type", STR, "the subscription's type"),
 _outcomes = ", ".join(vocab.OUTCOME_NAMES)
 _layers = ", ".join(vocab.LAYERS)
 
-PULL_DECISIONS = Table("pull_decisions", "one row per (subscription, unit it scanned)",
+PULL_DECISIONS = Table("pull_decisions_rows", "one row per (subscription, unit it scanned): the row form of "
+                       "`pull_decisions`, `jobs.row_forms.pull_decisions()` (not stored)",
                        ("dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset"), (
     DUMP_ID, *_SUB, *_cols(
         ("queue_id", INT, "the consume-queue unit's queue"),
@@ -256,7 +257,8 @@ PULLS = Table("pulls", "one row per pull",
         ("message_count", INT, "messages returned by the broker"),
         ("filter_message_count", INT, "messages dropped by the commit-log layer"))))
 
-DELIVERED_MESSAGES = Table("delivered_messages", "one row per message a group received",
+DELIVERED_MESSAGES = Table("delivered_messages_rows", "one row per message a group received: "
+                           "`jobs.row_forms.delivered_messages()` (not stored)",
                            ("dump_id", "consumer_group", "subscription_index", "commit_log_offset"), (
     DUMP_ID, *_SUB, *_cols(
         ("queue_id", INT, "the unit's queue"),
@@ -298,7 +300,42 @@ GROUP_STATS = Table("group_stats", "one row per subscription", ("dump_id", "cons
         ("bytes_filtered_on_broker", LONG, "sizes of the units the broker's two layers dropped (never sent)"),
         ("pulls", LONG, "pulls made"),
         ("empty_pulls", LONG, "pulls that returned no message"),
-        ("found_pulls", LONG, "pulls with status FOUND"))))
+        ("found_pulls", LONG, "pulls with status FOUND"),
+        ("subscription_position", INT, "the subscription's byte in its topic's `pull_decisions.decisions` (0-based: "
+                                       "its rank among the run's subscriptions to the topic)"))))
+
+DECISION_MATRIX = Table("pull_decisions", "one row per consume-queue unit that at least one subscription scanned",
+                        ("dump_id", "topic", "queue_id", "queue_offset"), (DUMP_ID, *_cols(
+    ("topic", STR, "the unit's topic"),
+    ("queue_id", INT, "the unit's queue"),
+    ("queue_offset", LONG, "the unit's offset"),
+    ("commit_log_offset", LONG, "the unit's message"),
+    ("size", INT, "the unit's message size (CQ unit)"),
+    ("tags_code", LONG, "the tagsCode the filters got (null: the broker's null, an ext unit that could not be read)"),
+    ("bloom_bitmap", BIN, "the unit's ext bitmap, where at least one subscription's bloom layer read it"),
+    ("decisions", BIN, "one byte per subscription to the topic, at its group_stats.subscription_position: the "
+                       "decision's code in `decision_codes` (0: that subscription's pulls never reached the unit)"))))
+
+DECISION_DETAILS = Table("decision_details", "one row per decision whose detail its code does not give",
+                         ("dump_id", "subscription_index", "topic", "queue_id", "queue_offset"), (DUMP_ID, *_cols(
+    ("subscription_index", INT, "the subscription's number in this run"),
+    ("topic", STR, "the unit's topic"),
+    ("queue_id", INT, "the unit's queue"),
+    ("queue_offset", LONG, "the unit's offset"),
+    ("detail", STR, f"`JavaClass: message` of a SQL92 evaluation error ({vocab.SQL_ERROR}); for "
+                    f"{vocab.CLIENT_DECODE_FAILED}, the body's decode error, or which earlier message of the pull "
+                    "failed"))))
+
+DECISION_CODES = Table("decision_codes", "one row per decision code (`filterlib.vocabulary.DECISION_CODES`)",
+                       ("dump_id", "code"), (DUMP_ID, *_cols(
+    ("code", INT, "the byte in `pull_decisions.decisions` (0: not scanned, every other column null or false)"),
+    ("outcome", STR, f"{_outcomes}"),
+    ("layer", STR, f"the layer that decided: {_layers}"),
+    ("reason", STR, "the branch that decided"),
+    ("cq_reason", STR, "the consume-queue layer's branch"),
+    ("sql_value", STR, "TRUE, FALSE, NULL or ERROR where SQL92 was evaluated, null elsewhere"),
+    ("bloom_tested", BOOL, "the consume-queue layer read the unit's bitmap"),
+    ("bloom_false_positive", BOOL, "the bloom test passed and SQL92 then dropped the message"))))
 
 WHAT_IF = Table("what_if", "one row per unit a candidate gains or loses (only written by a run with `--what-if`)",
                 (), (DUMP_ID, *_cols(
@@ -325,7 +362,10 @@ RUNS = Table("runs", "one row per complete run of a job on a dump (written last,
                                                  "it read (job 2: job 1's last complete run)"))))
 
 JOB1 = (MESSAGES, CONSUME_QUEUE, CONSUMER_FILTERS, DUMP_FILES, DUMPS, QUEUE_DIFF)
-JOB2 = (PULL_DECISIONS, PULLS, DELIVERED_MESSAGES, GROUP_STATS, WHAT_IF)
+JOB2 = (DECISION_MATRIX, DECISION_DETAILS, DECISION_CODES, PULLS, GROUP_STATS, WHAT_IF, PULL_DECISIONS,
+        DELIVERED_MESSAGES)
+"""Job 2's tables, then the two row forms (`jobs.row_forms`) that are documented beside them but not stored."""
+ROW_FORMS = (PULL_DECISIONS, DELIVERED_MESSAGES)
 TABLES: dict[str, Table] = {t.name: t for t in (*JOB1, *JOB2, RUNS)}
 DOCS = {"docs/build_queues.md": JOB1, "docs/simulate_pull.md": JOB2, "docs/runs.md": (RUNS,)}
 """Which doc holds which tables' column tables."""

@@ -135,3 +135,62 @@ COMMIT_LOG_OUTCOMES: dict[str, str] = {"sql_false": SQL_FALSE, "sql_null": SQL_N
 def words(layer: str) -> dict[str, str]:
     """One layer's fixed plain words by branch name (branches whose words depend on the row left out)."""
     return {b.name: b.words for b in BRANCHES if b.layer == layer and b.words is not None}
+
+
+@dataclass(frozen=True)
+class DecisionCode:
+    """One byte of job 2's decision matrix: every field of a decision that the engine fixes by its branch codes
+    (the detail text and the pull aside). Code 0 is NOT_SCANNED: the subscription's pulls never reached the unit."""
+
+    code: int
+    outcome: str | None
+    layer: str | None
+    reason: str | None
+    cq_reason: str | None
+    sql_value: str | None
+    bloom_tested: bool
+    bloom_false_positive: bool
+
+
+SQL_VALUES: tuple[str, ...] = ("FALSE", "TRUE", "NULL", "ERROR")
+"""The commit-log layer's SQL92 values, in the engine's state order (results.FALSE / TRUE / NULL / ERROR)."""
+BLOOM_TESTED = ("bloom_hit", "bloom_miss")
+"""The consume-queue branches that read the unit's bitmap."""
+CLIENT_OUTCOMES: dict[str, str] = {"client_keep_all": DELIVERED, "client_tag_match": DELIVERED,
+                                   "client_no_tags": TAG_CLIENT_MISMATCH, "client_tag_mismatch": TAG_CLIENT_MISMATCH,
+                                   "client_decode_failed": CLIENT_DECODE_FAILED,
+                                   "client_decode_lost": CLIENT_DECODE_FAILED}
+"""The client's branches → the outcome each gives."""
+CQ_DROPS: dict[str, str] = {"tag_hash_miss": TAG_HASH_MISS, "bloom_miss": BLOOM_MISS}
+"""The consume-queue layer's dropping branches → the outcome each gives."""
+
+
+def _decision_codes() -> tuple[DecisionCode, ...]:
+    """Every combination the engine can give, from its branches: a consume-queue branch that drops decides alone;
+    one that passes is followed by a commit-log drop (the bloom false positive where the bitmap said maybe) or by a
+    client branch (SQL92 value TRUE where the commit-log layer evaluated, none where it had nothing to evaluate);
+    a filter without subscription delivers from the commit-log layer."""
+    sql_reason = {"sql_false": "FALSE", "sql_null": "NULL", "sql_error": "ERROR"}
+    out: list[tuple] = [(None, None, None, None, None, False, False)]
+    for b in BRANCHES:
+        if b.layer != CONSUME_QUEUE:
+            continue
+        cq, tested = b.name, b.name in BLOOM_TESTED
+        if cq in CQ_DROPS:
+            out.append((CQ_DROPS[cq], CONSUME_QUEUE, cq, cq, None, tested, False))
+            continue
+        if cq == "no_subscription":
+            out.append((DELIVERED, COMMIT_LOG, cq, cq, None, tested, False))
+        for reason, value in sql_reason.items():
+            out.append((COMMIT_LOG_OUTCOMES[reason], COMMIT_LOG, reason, cq, value, tested, cq == "bloom_hit"))
+        for value in (None, "TRUE"):
+            for reason, outcome in CLIENT_OUTCOMES.items():
+                out.append((outcome, CLIENT, reason, cq, value, tested, False))
+    return tuple(DecisionCode(i, *row) for i, row in enumerate(out))
+
+
+DECISION_CODES: tuple[DecisionCode, ...] = _decision_codes()
+"""job 2's decision codes: `pull_decisions.decisions` holds one of these per (unit, subscription) as a byte."""
+NOT_SCANNED = 0
+"""The code of a unit the subscription's pulls never reached (a zero byte)."""
+assert len(DECISION_CODES) <= 256, "a decision code must fit in one byte"

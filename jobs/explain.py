@@ -3,10 +3,11 @@
     python -m jobs.explain --warehouse DIR --group G [--dump-id ID]
                            (--msg-id ID | --offset-msg-id ID | --key K | --queue TOPIC:QID:OFFSET)
 
-Reads job 1's and job 2's Delta tables with the lookups pushed down (messages by id or key, pull_decisions by
-group and commit log offset) and prints, per matching message, what the consume-queue layer, the commit-log layer
-and the client did (`filterlib.explain`); a message the group never scanned, or that does not exist, says so and
-why (no subscription to its topic, a subscription the broker refused, no consume-queue unit, a start offset past it).
+Reads job 1's and job 2's Delta tables with the lookups pushed down (messages by id or key, the decision matrix by
+commit log offset, exploded to the group's decision rows by `jobs.row_forms`) and prints, per matching message,
+what the consume-queue layer, the commit-log layer and the client did (`filterlib.explain`); a message the group
+never scanned, or that does not exist, says so and why (no subscription to its topic, a subscription the broker
+refused, no consume-queue unit, a start offset past it).
 Each message's body is shown as the client sees it: from `messages` when job 1 wrote it (`--bodies`), else read
 back from the store the `dumps` table names (`filterlib.store.bodies`) when that store can be read.
 """
@@ -24,6 +25,7 @@ from filterlib.explain import explain
 from filterlib.store.bodies import StoredBody, read_stored
 from filterlib.store.compression import DecompressError, compression_type, decompress_body
 from filterlib.store.storedir import StoreDir
+from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
 from jobs.delta_io import check_dump_id, read_dump, table_path
 
@@ -167,8 +169,9 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
                .where(F.col("consumer_group") == inputs.group).collect()}
     by_offset = {r["commit_log_offset"]: r for r in rows}
     bodies = _body_lines(spark, inputs, dump_id, rows)
-    decisions = [r.asDict() for r in _table(spark, inputs, "pull_decisions", dump_id)
-                 .where((F.col("consumer_group") == inputs.group) & F.col("commit_log_offset").isin(list(by_offset)))
+    decisions = [r.asDict() for r in row_forms.pull_decisions(spark, inputs.warehouse, dump_id,
+                                                              F.col("commit_log_offset").isin(list(by_offset)))
+                 .where(F.col("consumer_group") == inputs.group)
                  .orderBy("commit_log_offset", "subscription_index").collect()]
     units = {r.commit_log_offset for r in _table(spark, inputs, "consume_queue", dump_id)
              .where(F.col("commit_log_offset").isin(list(by_offset))).select("commit_log_offset").collect()}

@@ -11,18 +11,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filterlib import matrix
 from filterlib.dispatch import registry_from_spec
+from filterlib.matrix import MATRIX_SCHEMA
 from filterlib.pull import PullConfig
 from filterlib.replay import load_queue
-from filterlib.simulate import (
-    DECISIONS_SCHEMA,
-    MESSAGE_SIDE,
-    PULLS_SCHEMA,
-    UNITS_SCHEMA,
-    Plan,
-    build_filter,
-    simulate_queue,
-)
+from filterlib.simulate import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA, Plan, build_filter
 from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from jobs.schemas import spark_ddl
@@ -34,19 +28,26 @@ CQ_SIDE = pa.schema(QUEUE_META + [f for f in UNITS_SCHEMA if f.name not in MESSA
 """A dump queue's units as read from its files, each row carrying its queue's min offset and units per file; a
 queue also gets one row with queue_offset null, so that an empty queue still gets its pulls."""
 
-_QUEUE = [pa.field("topic", pa.string()), pa.field("queue_id", pa.int32())]
-UNIT, PULL = "unit", "pull"
-OUT_SCHEMAS = {UNIT: pa.schema(_QUEUE + list(DECISIONS_SCHEMA)), PULL: pa.schema(_QUEUE + list(PULLS_SCHEMA))}
-"""What a queue's replay emits, by the kind asked for: its decisions (one row per scanned unit and plan), or its
-pulls. Each table reads a replay of its own, so no row carries the other kind's columns as nulls."""
+MATRIX, DETAIL, PULL, COUNT = "matrix", "detail", "pull", "count"
+OUT_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()), ("subscription_index", pa.int32()),
+    *[f for f in MATRIX_SCHEMA], ("what_if_decisions", pa.binary()), ("scanned", pa.bool_()),
+    ("detail", pa.string()),
+    *[f for f in PULLS_SCHEMA if f.name != "plan"],
+    ("counts", pa.list_(pa.int64())),
+])
+"""What a queue's one replay emits, every kind in one schema (the other kinds' columns null): MATRIX rows (the
+unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
+`scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
+subscription (`filterlib.matrix.COUNT_FIELDS`)."""
 
 
 def cq_side_ddl() -> str:
     return spark_ddl(CQ_SIDE)
 
 
-def out_ddl(kind: str) -> str:
-    return spark_ddl(OUT_SCHEMAS[kind])
+def out_ddl() -> str:
+    return spark_ddl(OUT_SCHEMA)
 
 
 def _bitmap_array(bitmaps: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -112,8 +113,11 @@ class PullContext:
     enable_property_filter: bool
     filter_support_retry: bool
     now: int
-    emit: str = UNIT
-    """UNIT or PULL: the kind of rows the replay hands back."""
+    positions: dict = dataclasses.field(default_factory=dict)
+    """{subscription index: its byte in its topic's matrix row}; a what-if candidate's counts from the topic's
+    number of subscriptions on."""
+    widths: dict = dataclasses.field(default_factory=dict)
+    """{topic: (subscriptions, what-if candidates)} to the topic."""
     rocksdb_to_queue_end: bool = False
     """How the broker release pages RocksDB queues (`PullConfig.rocksdb_to_queue_end`)."""
 
@@ -139,7 +143,7 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object]]]:
 
 def replay_queues(ctx: PullContext):
     """The applyInArrow function over (topic, queue_id) groups: a queue's units (with min_offset, units_per_file,
-    properties, tags) in; every OK plan's decisions, or pulls, over that queue out (OUT_SCHEMAS[ctx.emit])."""
+    properties, tags) in; the queue replayed once for every OK plan of its topic, out as OUT_SCHEMA rows."""
 
     def run(table: pa.Table) -> pa.Table:
         topic = table.column("topic")[0].as_py()
@@ -149,16 +153,47 @@ def replay_queues(ctx: PullContext):
         units = table.filter(pc.is_valid(table.column("queue_offset")))
         units = units.sort_by("queue_offset").select(UNITS_SCHEMA.names).cast(UNITS_SCHEMA)
         entries = _topic_filters(ctx).get(topic, [])
-        filters = [(p.index, f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)), p.batch_size) for p, f in entries]
-        decisions, pulls = simulate_queue(filters, units, min_offset, per_file,
-                                          PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end))
-        return _out(decisions if ctx.emit == UNIT else pulls, OUT_SCHEMAS[ctx.emit], topic, queue_id)
+        filters = [(p.index, int(ctx.positions[str(p.index)]), f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)),
+                    p.batch_size) for p, f in entries]
+        real, cand = ctx.widths.get(topic, (0, 0))
+        out = matrix.replay_queue(filters, real + cand, units, min_offset, per_file,
+                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end))
+        return compact(out, topic, queue_id, real, cand)
 
     return run
 
 
-def _out(t: pa.Table, schema: pa.Schema, topic: str, queue_id: int) -> pa.Table:
-    n = t.num_rows
-    head = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic])).cast(pa.string()),
-            pa.array(np.full(n, queue_id, dtype=np.int32))]
-    return pa.Table.from_arrays(head + [t.column(name) for name in schema.names[2:]], schema=schema)
+def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array]) -> pa.Table:
+    head = {"kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([kind]))
+            .cast(pa.string()),
+            "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic]))
+            .cast(pa.string()),
+            "queue_id": pa.array(np.full(n, queue_id, dtype=np.int32))}
+    arrays = [head.get(f.name) or cols.get(f.name) or pa.nulls(n, f.type) for f in OUT_SCHEMA]
+    return pa.Table.from_arrays([a.cast(f.type) for a, f in zip(arrays, OUT_SCHEMA, strict=True)], schema=OUT_SCHEMA)
+
+
+def compact(out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand: int) -> pa.Table:
+    """One queue's compact output as OUT_SCHEMA rows: the matrix split into the subscriptions' and the what-if
+    candidates' bytes, then the details, the pulls and a count row per plan."""
+    m = out.matrix
+    codes = matrix.codes_of(m, real + cand)
+    cols = {name: m.column(name) for name in m.column_names}
+    cols["decisions"] = matrix.matrix_column(codes[:, :real])
+    if cand:
+        cols["what_if_decisions"] = matrix.matrix_column(codes[:, real:])
+    cols["scanned"] = pa.array(codes[:, :real].any(axis=1) if real else np.zeros(m.num_rows, bool))
+    d, p = out.details, out.pulls
+    plans = sorted(out.counts)
+    parts = [
+        _part(MATRIX, m.num_rows, topic, queue_id, cols),
+        _part(DETAIL, d.num_rows, topic, queue_id, {"subscription_index": d.column("plan"),
+                                                    "queue_offset": d.column("queue_offset"),
+                                                    "detail": d.column("detail")}),
+        _part(PULL, p.num_rows, topic, queue_id, {("subscription_index" if n == "plan" else n): p.column(n)
+                                                  for n in p.column_names}),
+        _part(COUNT, len(plans), topic, queue_id, {
+            "subscription_index": pa.array(plans, pa.int32()),
+            "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64()))}),
+    ]
+    return pa.concat_tables(parts)

@@ -2,7 +2,8 @@
 
     python -m jobs.report --warehouse DIR --dump-id ID [--out FILE] [--top N] [--defaults FILE] [--master URL]
 
-Spark aggregates the tables of one dump_id (group_stats, pull_decisions joined to messages, consumer_filters,
+Spark aggregates the tables of one dump_id (group_stats, the decisions' row form (`jobs.row_forms`) joined to
+messages, consumer_filters,
 dump_files, consume_queue); only small results reach the driver (a row per subscription, per file, per topic, the
 top collisions and error classes). `jobs.report_html.render` turns them into the page: per-subscription stacked
 bars of outcomes, the bloom false-positive rate measured against the configured one, the top tag-hash collisions,
@@ -24,6 +25,7 @@ from urllib.parse import urlparse
 
 from filterlib import tags as tagmod
 from filterlib import vocabulary as vocab
+from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main
 from jobs.delta_io import check_dump_id, read_dump, table_path
 from jobs.report_html import OUTCOMES, render
@@ -170,7 +172,8 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
                          f"python -m jobs.simulate_pull on it first (or pass its --dump-id)")
     log.info("%d subscriptions", len(groups))
 
-    decisions = table("pull_decisions")
+    table("pull_decisions")  # the matrix: a missing one fails here with its name
+    decisions = row_forms.pull_decisions(spark, warehouse, dump_id)
     messages = table("messages")
     sc.setJobDescription(f"{PROG} {dump_id}: tag-hash collisions")
     mismatch = decisions.where(F.col("outcome") == vocab.TAG_CLIENT_MISMATCH)

@@ -9,7 +9,9 @@ gets the broker's pre-read answer; those answered OK pull every queue of their t
 decides every unit for every subscription of the topic set-at-a-time (`filterlib.simulate`) and pages the pulls as
 getMessage does. The consume queues and ext bitmaps are the dump's own (what the broker reads), or job 1's rebuild
 (`--queues rebuilt`, and the fallback when the dump has none). The messages come from job 1's `messages` table.
-Tables pull_decisions, pulls, delivered_messages and group_stats are replaced per dump in one commit each.
+Each queue is replayed once; its compact output is cached and written as the tables pull_decisions (the decision
+matrix: a byte per subscription per scanned unit), decision_details, decision_codes, pulls and group_stats, each
+replaced per dump in one commit. One row per decision or per delivered message: `jobs.row_forms`.
 Tables: docs/simulate_pull.md.
 """
 
@@ -33,6 +35,7 @@ from filterlib import vocabulary as vocab
 from filterlib.dispatch import registry_spec
 from filterlib.dumpregistry import RegistryLoad
 from filterlib.errors import StoreFormatError
+from filterlib.matrix import COUNT_FIELDS, codes_table
 from filterlib.registry import now_ms
 from filterlib.simulate import (
     COMMITTED,
@@ -50,11 +53,12 @@ from filterlib.simulate import (
     what_if_plans,
 )
 from filterlib.store.commitlog import COMPRESSED_FLAG
-from filterlib.store.compression import body_errors, decompress_body
+from filterlib.store.compression import body_errors
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 from filterlib.store.queues import DEFAULT_ROCKSDB, ROCKSDB
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
+from jobs import row_forms
 from jobs.cli import (
     ROOT,
     InputError,
@@ -74,9 +78,11 @@ from jobs.cli import (
 )
 from jobs.delta_io import read_dump, replace_dump, table_path
 from jobs.pull_tasks import (
+    COUNT,
+    DETAIL,
+    MATRIX,
     PULL,
     QUEUE_TASK_DDL,
-    UNIT,
     PullContext,
     cq_side_ddl,
     out_ddl,
@@ -94,10 +100,10 @@ PROG = "simulate_pull"
 log = job_logger(PROG)
 
 DUMP, REBUILT = "dump", "rebuilt"
-DECISION_KEY = list(tables.PULL_DECISIONS.key[1:])
-DECISION_STATS = ["dump_id", *DECISION_KEY, "commit_log_offset", "outcome"]
-"""The columns Delta keeps file statistics for (what explain and the report filter on; delta_io.replace_dump)."""
-DECISION_COLUMNS = tables.PULL_DECISIONS.names[1:]
+MATRIX_COLUMNS = tables.DECISION_MATRIX.names[1:]
+MATRIX_STATS = ["dump_id", "topic", "queue_id", "queue_offset", "commit_log_offset"]
+"""The matrix columns Delta keeps file statistics for (what explain looks units up by; delta_io.replace_dump)."""
+DETAIL_COLUMNS = tables.DECISION_DETAILS.names[1:]
 PULL_COLUMNS = tables.PULLS.names[1:]
 WHAT_IF_COLUMNS = tables.WHAT_IF.names[1:]
 """The columns each table's rows are selected in, after dump_id (`filterlib.tables`)."""
@@ -190,8 +196,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m jobs.simulate_pull",
         description="Replay every consumer group's pull over a RocketMQ store dump, as the broker would answer "
-                    "it: per scanned consume-queue unit the outcome and the filter layer that decided, the pulls "
-                    "themselves, the delivered messages and per-group statistics, as Delta tables under the "
+                    "it: per scanned consume-queue unit every subscription's outcome and the filter layer that "
+                    "decided (a decision matrix, exploded to one row per decision or per delivered message by "
+                    "jobs.row_forms), the pulls themselves and per-group statistics, as Delta tables under the "
                     "warehouse. Needs job 1 (python -m jobs.build_queues) run on the same dump and warehouse "
                     "first. Re-running a dump replaces its rows.")
     p.add_argument("--store", metavar="DIR|URI",
@@ -263,7 +270,6 @@ def validate(args: argparse.Namespace) -> Inputs:
 def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
     """With no --store: the store (and, unless given, the broker.conf and subscriptions file) job 1 recorded for
     the dump in the warehouse's dumps table; the only dump there when no --dump-id is given."""
-    from dataclasses import replace
 
     from pyspark.errors import AnalysisException
 
@@ -451,61 +457,49 @@ def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, in
     return starts
 
 
-def _consumer_bodies(messages: DataFrame) -> DataFrame:
-    """Each message's fields as a consumer sees them, body decompressed: once per message, and only the compressed
-    ones pass through Python (most dumps have none, and a body is never copied through Python to stay as it is).
-    A message whose body does not decode is never delivered (CLIENT_DECODE_FAILED), so it is left out."""
-    from pyspark.sql import functions as F
-
-    m = messages.where(F.col("body_error").isNull()).select(
-        "commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key", "offset_msg_id",
-        "properties", F.col("body").alias("stored_body"), *(["body_size"] if "body_size" in messages.columns else []),
-        "store_size", "sys_flag", "flag", "born_timestamp",
-        "born_host", "store_timestamp", "store_host", "reconsume_times")
-    size = F.coalesce(F.col("body_size"), F.length("stored_body")) if "body_size" in messages.columns else \
-        F.length("stored_body")  # body_size: job 1 without --bodies leaves the body in the dump (null here)
-    m = m.withColumn("stored_body_size", size.cast("int"))
-    compressed = _compressed()
-    plain = m.where(~compressed).withColumn("body", F.col("stored_body"))
-    in_ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in m.schema) + ", body binary"
-    return plain.unionByName(m.where(compressed).mapInArrow(_with_bodies, in_ddl)).drop("stored_body")
-
-
-def _with_bodies(batches):
-    """mapInArrow over compressed messages: the body as the consumer gets it, inflated as the client does."""
-    for b in batches:
-        flags = np.asarray(b.column("sys_flag").fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        values = [None if v is None else decompress_body(v, int(f))  # None: the body stayed in the dump
-                  for v, f in zip(b.column("stored_body").to_pylist(), flags.tolist(), strict=True)]
-        cols = {n: b.column(n) for n in b.schema.names}
-        cols["body"] = pa.array(values, pa.binary())
-        yield pa.RecordBatch.from_pydict(cols)
-
-
-def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], pulls: dict[int, dict],
-                queues: dict[int, int]) -> list[dict]:
+def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], positions: dict[int, int]) -> list[dict]:
     conf = inputs.store.conf
     rows = []
     for p in plans:
-        a, q = agg.get(p.index, {}), pulls.get(p.index, {})
+        a = agg.get(p.index, {})
         row = {"dump_id": inputs.dump_id, "consumer_group": p.group, "topic": p.topic, "subscription_index": p.index,
                "subscription_type": p.type,
                "expression": p.expression, "path": p.path, "sub_version": p.sub_version, "batch_size": p.batch_size,
                "source": p.source, "answer": p.answer, "answer_remark": p.remark, "answer_cause": p.cause,
-               "filter_class": p.filter_class, "start": inputs.start, "queues": queues.get(p.index, 0)}
-        row["units_scanned"] = int(a.get("units_scanned") or 0)
-        for outcome, col in vocab.OUTCOME_COLUMNS.items():
-            row[col] = int(a.get(outcome) or 0)
-        for k in ("tag_collisions", "bloom_tested", "bloom_false_positives", "sql_evaluations", "bytes_delivered",
-                  "bytes_filtered_on_broker"):
+               "filter_class": p.filter_class, "start": inputs.start}
+        for k in COUNT_FIELDS:
             row[k] = int(a.get(k) or 0)
         negatives = row["bloom_miss"] + row["bloom_false_positives"]
         row["bloom_fp_rate"] = row["bloom_false_positives"] / negatives if negatives else None
         row["configured_fp_rate"] = conf.maxErrorRateOfBloomFilter / 100.0
-        for k in ("pulls", "empty_pulls", "found_pulls"):
-            row[k] = int(q.get(k) or 0)
+        row["subscription_position"] = positions[p.index]
         rows.append(row)
     return rows
+
+
+def subscription_positions(plans: list[Plan], current: int) -> tuple[dict[int, int], dict[str, tuple[int, int]]]:
+    """Each plan's byte in its topic's matrix row (the run's subscriptions to the topic in index order, then its
+    what-if candidates: plans from `current` on), and per topic (subscriptions, candidates)."""
+    positions: dict[int, int] = {}
+    widths: dict[str, list[int]] = {}
+    for p in sorted(plans, key=lambda p: p.index):
+        w = widths.setdefault(p.topic, [0, 0])
+        if p.index < current:
+            positions[p.index] = w[0]
+            w[0] += 1
+    for p in sorted(plans, key=lambda p: p.index):
+        if p.index >= current:
+            w = widths[p.topic]
+            positions[p.index] = w[0] + w[1]
+            w[1] += 1
+    return positions, {t: (w[0], w[1]) for t, w in widths.items()}
+
+
+def _codes_df(spark: SparkSession, dump_id: str) -> DataFrame:
+    """The decision code table (`filterlib.vocabulary.DECISION_CODES`) as the dump's decision_codes rows."""
+    codes = codes_table()
+    rows = [(dump_id, *r.values()) for r in codes.to_pylist()]
+    return spark.createDataFrame(rows, table_ddl(tables.DECISION_CODES))
 
 
 def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages: DataFrame, plans: list[Plan],
@@ -562,6 +556,7 @@ def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages
 
 def run(spark: SparkSession, inputs: Inputs) -> Summary:
     """Replay the pulls of one dump with an existing session; returns the summary."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
@@ -611,79 +606,64 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     starts = _starts(inputs, all_plans, summary)
     plan_json = tuple(p.to_json() for p in all_plans)
     key = hashlib.sha256(json.dumps([spec, plan_json, starts, now], sort_keys=True, default=str).encode()).hexdigest()
+    positions, widths = subscription_positions(all_plans, len(plans))
     ctx = PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry, now,
+                      positions={str(k): v for k, v in positions.items()}, widths=widths,
                       rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
                           inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue))
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
 
-    # No replay output is cached: caching its ~20 columns per decision cost 4x the replay itself. Each table reads a
-    # replay of its own (deterministic: the same context and `now`), and the counts come from the written tables.
+    # One replay per queue; its compact output (matrix rows, details, pulls, a count row per subscription) is
+    # cached once and each table written from it: no second replay, no read-back of the decisions to count.
     msg_side = messages.select("commit_log_offset", *MESSAGE_SIDE)
     joined = units.join(msg_side, "commit_log_offset", "left")
-
-    def replay(kind: str) -> DataFrame:
-        return joined.groupBy("topic", "queue_id").applyInArrow(replay_queues(replace(ctx, emit=kind)), out_ddl(kind))
-
+    out = joined.groupBy("topic", "queue_id").applyInArrow(replay_queues(ctx), out_ddl()).persist(
+        StorageLevel.MEMORY_AND_DISK)
     plans_df = spark.createDataFrame(
         [(p.index, p.group, p.type, p.expression) for p in all_plans],
-        "plan int, consumer_group string, subscription_type string, expression string").withColumnRenamed(
-        "plan", "subscription_index").withColumn("plan", F.col("subscription_index"))
+        "subscription_index int, consumer_group string, subscription_type string, expression string")
     dump_id = F.lit(inputs.dump_id).alias("dump_id")
     wh = inputs.warehouse
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues and write "
-                         f"pull_decisions")
-    decisions = replay(UNIT).where(F.col("plan") < len(plans)).join(F.broadcast(plans_df), "plan")
-    decisions_out = decisions.withColumnRenamed("filter_bitmap", "bloom_bitmap").select(dump_id, *DECISION_COLUMNS)
-    # Written as the replay emits it, in key order per queue: sorting 9 M rows cost more than the write itself.
-    summary.tables["pull_decisions"] = replace_dump(decisions_out, wh, "pull_decisions", inputs.dump_id,
-                                                    DECISION_STATS)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues and write pulls")
-    pulls_df = replay(PULL).where(F.col("plan") < len(plans)).join(F.broadcast(plans_df), "plan").select(
-        dump_id, *PULL_COLUMNS)
-    summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
-
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: count the decisions")
-    written = read_dump(spark, wh, "pull_decisions", inputs.dump_id, latest=True)
-    outcome_aggs = [F.sum((F.col("outcome") == o).cast("long")).alias(o) for o in vocab.OUTCOME_COLUMNS]
-    broker_drop = F.col("layer").isin(vocab.CONSUME_QUEUE, vocab.COMMIT_LOG) & (F.col("outcome") != vocab.DELIVERED)
-    agg_rows = written.groupBy(F.col("subscription_index").alias("plan")).agg(
-        F.count(F.lit(1)).alias("units_scanned"), *outcome_aggs,
-        F.sum(((F.col("outcome") == vocab.TAG_CLIENT_MISMATCH) & (F.col("reason") == "client_tag_mismatch"))
-              .cast("long")).alias("tag_collisions"),
-        F.sum(F.col("bloom_tested").cast("long")).alias("bloom_tested"),
-        F.sum(F.col("bloom_false_positive").cast("long")).alias("bloom_false_positives"),
-        F.sum(F.col("sql_value").isNotNull().cast("long")).alias("sql_evaluations"),
-        F.sum(F.when(F.col("outcome") == vocab.DELIVERED, F.col("size")).otherwise(0)).alias("bytes_delivered"),
-        F.sum(F.when(broker_drop, F.col("size")).otherwise(0)).alias("bytes_filtered_on_broker")).collect()
-    agg = {r["plan"]: r.asDict() for r in agg_rows}
-    own_pulls = read_dump(spark, wh, "pulls", inputs.dump_id, latest=True)  # this run's, not yet recorded
-    pull_rows = own_pulls.groupBy(F.col("subscription_index").alias("plan")).agg(
-        F.count(F.lit(1)).alias("pulls"), F.sum((F.col("message_count") == 0).cast("long")).alias("empty_pulls"),
-        F.sum((F.col("status") == "FOUND").cast("long")).alias("found_pulls"),
-        F.countDistinct("queue_id").alias("queues")).collect()
-    pulls = {r["plan"]: r.asDict() for r in pull_rows}
-    queues = {k: int(v["queues"]) for k, v in pulls.items()}
-    summary.stats = _stats_rows(inputs, plans, agg, pulls, queues)
-    summary.decisions = sum(int(r["units_scanned"]) for r in agg.values())
-    summary.delivered = sum(int(r[vocab.DELIVERED] or 0) for r in agg.values())
-    summary.pulls = sum(int(r["pulls"]) for r in pulls.values())
+    mine = F.col("subscription_index") < len(plans)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues")
+    counts = {}
+    for r in out.where((F.col("kind") == COUNT) & mine).select("subscription_index", "counts").collect():
+        counts[r.subscription_index] = counts.get(r.subscription_index, 0) + np.asarray(r.counts, dtype=np.int64)
+    agg = {i: dict(zip(COUNT_FIELDS, (int(x) for x in v), strict=True)) for i, v in counts.items()}
+    summary.stats = _stats_rows(inputs, plans, agg, positions)
+    summary.decisions = sum(a["units_scanned"] for a in agg.values())
+    summary.delivered = sum(a["delivered"] for a in agg.values())
+    summary.pulls = sum(a["pulls"] for a in agg.values())
     log.info("decided: %d units, %d delivered, %d pulls", summary.decisions, summary.delivered, summary.pulls)
 
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write delivered_messages")
-    delivered = written.where(F.col("outcome") == vocab.DELIVERED).select(
-        "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
-        "pull_index").join(_consumer_bodies(messages), "commit_log_offset")
-    delivered = delivered.withColumn("msg_id", F.coalesce("uniq_key", "offset_msg_id")).select(
-        dump_id, *tables.DELIVERED_MESSAGES.names[1:])
-    summary.tables["delivered_messages"] = replace_dump(delivered.sortWithinPartitions(*DECISION_KEY), wh,
-                                                        "delivered_messages", inputs.dump_id, DECISION_STATS[:-1])
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write group_stats")
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pull_decisions (the decision matrix)")
+    matrix_df = out.where((F.col("kind") == MATRIX) & F.col("scanned")).select(dump_id, *MATRIX_COLUMNS)
+    summary.tables["pull_decisions"] = replace_dump(matrix_df, wh, "pull_decisions", inputs.dump_id, MATRIX_STATS)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_details")
+    details_df = out.where((F.col("kind") == DETAIL) & mine).select(dump_id, *DETAIL_COLUMNS)
+    summary.tables["decision_details"] = replace_dump(details_df, wh, "decision_details", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
+    pulls_df = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(plans_df), "subscription_index").select(
+        dump_id, *PULL_COLUMNS)
+    summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_codes and group_stats")
+    codes_df = _codes_df(spark, inputs.dump_id)
+    summary.tables["decision_codes"] = replace_dump(codes_df, wh, "decision_codes", inputs.dump_id)
     stats_df = spark.createDataFrame(summary.stats, table_ddl(tables.GROUP_STATS))
     summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", inputs.dump_id)
     if cand_plans:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
-        all_decisions = replay(UNIT).join(F.broadcast(plans_df), "plan")
+        both = F.expr("concat(decisions, coalesce(what_if_decisions, X''))")
+        cached = out.where(F.col("kind") == MATRIX).select(dump_id, "topic", "queue_id", "queue_offset",
+                                                          "commit_log_offset", both.alias("decisions"))
+        subs = spark.createDataFrame([(inputs.dump_id, p.index, p.topic, positions[p.index]) for p in all_plans],
+                                     "dump_id string, subscription_index int, topic string, "
+                                     "subscription_position int")
+        all_decisions = row_forms.explode(cached, subs, codes_df).select(
+            F.col("subscription_index").alias("plan"), "topic", "queue_id", "queue_offset", "commit_log_offset",
+            "outcome")
         summary.what_if = _what_if(spark, inputs, all_decisions, messages, all_plans, compared, summary)
+    out.unpersist()
     if body_checks is not None:
         body_checks.unpersist()
     record_run(spark, wh, PROG, inputs.dump_id, summary.tables, JOB1_TABLES)  # last: readers move to this run

@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from cluster.standalone import Standalone, submit
 
+from jobs import row_forms
+
 needs_cluster = pytest.mark.skipif(os.environ.get("RMQ_REPLAY_CLUSTER") != "1",
                                    reason="needs make dist: make test and make cluster-test run it")
 
@@ -140,7 +142,7 @@ def test_both_jobs_on_a_standalone_cluster_write_what_a_local_run_writes(spark, 
     for job, (r, seconds) in submitted["runs"].items():
         print(f"{job}: spark-submit {seconds:.0f} s; stdout: {r.stdout.strip()}")
     expected = {"messages", "consume_queue", "consumer_filters", "dump_files", "dumps",
-                "pull_decisions", "delivered_messages", "group_stats"}
+                "pull_decisions", "decision_details", "decision_codes", "pulls", "group_stats"}
     assert expected <= set(tables(wh)), tables(wh)
     assert tables(wh) == tables(local_run)
     for name in tables(wh):
@@ -152,8 +154,8 @@ def test_both_jobs_on_a_standalone_cluster_write_what_a_local_run_writes(spark, 
     # a few key columns, spelled out: the demo dump's messages, the pull's outcomes per group
     msgs = spark.read.format("delta").load(str(wh / "messages"))
     assert msgs.select("dump_id").distinct().collect()[0][0] == DUMP_ID
-    outcomes = {(r.consumer_group, r.outcome): r["count"] for r in spark.read.format("delta")
-                .load(str(wh / "pull_decisions")).groupBy("consumer_group", "outcome").count().collect()}
+    outcomes = {(r.consumer_group, r.outcome): r["count"] for r in row_forms.pull_decisions(spark, str(wh))
+                .groupBy("consumer_group", "outcome").count().collect()}
     assert any(o == "DELIVERED" for _, o in outcomes) and any(o != "DELIVERED" for _, o in outcomes)
 
 

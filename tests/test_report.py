@@ -17,7 +17,7 @@ import pytest
 from browser.cdp import BrowserError, Chromium
 
 from filterlib import tags as tagmod
-from jobs import build_queues, report, simulate_pull
+from jobs import build_queues, report, row_forms, simulate_pull
 from jobs.delta_io import read_dump
 from jobs.report_html import OUTCOMES, render
 
@@ -67,12 +67,13 @@ def tables(spark, built) -> dict:
         return read_dump(spark, wh, name, DUMP_ID)
 
     stats = [r.asDict() for r in load("group_stats").collect()]
-    collisions = {(r["consumer_group"], r["tags"], r["tags_code"]): r["count"] for r in load("pull_decisions")
+    decisions = row_forms.pull_decisions(spark, wh, DUMP_ID)
+    collisions = {(r["consumer_group"], r["tags"], r["tags_code"]): r["count"] for r in decisions
                   .where((F.col("outcome") == "TAG_CLIENT_MISMATCH") & (F.col("reason") == "client_tag_mismatch"))
                   .join(load("messages").select("commit_log_offset", "tags"), "commit_log_offset")
                   .groupBy("consumer_group", "tags", "tags_code").count().collect()}
     errors = {r["consumer_group"]: r["count"] for r in
-              load("pull_decisions").where(F.col("outcome") == "SQL_ERROR").groupBy("consumer_group").count().collect()}
+              decisions.where(F.col("outcome") == "SQL_ERROR").groupBy("consumer_group").count().collect()}
     per_topic = {r["topic"]: r["count"] for r in load("messages").groupBy("topic").count().collect()}
     filters = {r["topic"]: r["count"] for r in load("consumer_filters").where("registered AND compiled")
                .groupBy("topic").count().collect()}

@@ -23,7 +23,7 @@ from filterlib.errors import FilterEvaluationError
 from filterlib.store.bodies import read_bodies
 from filterlib.store.compression import decompress_body
 from filterlib.store.storedir import StoreDir
-from jobs import build_queues, explain, simulate_pull
+from jobs import build_queues, explain, row_forms, simulate_pull
 from jobs.cli import InputError
 from jobs.delta_io import read_dump
 
@@ -54,8 +54,14 @@ def subscriptions_file(path: Path, subs: list[dict]) -> str:
     return str(path)
 
 
+ROW_FORMS = {"pull_decisions": row_forms.pull_decisions, "delivered_messages": row_forms.delivered_messages}
+"""The row forms the comparisons read, through the public functions (the stored tables are compact)."""
+
+
 def rows(spark, warehouse: str, table: str, dump_id: str, order: list[str]) -> list[dict]:
-    return read_dump(spark, warehouse, table, dump_id).orderBy(*order).toArrow().to_pylist()
+    df = ROW_FORMS[table](spark, warehouse, dump_id) if table in ROW_FORMS else read_dump(spark, warehouse, table,
+                                                                                            dump_id)
+    return df.orderBy(*order).toArrow().to_pylist()
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +190,9 @@ def test_rerun_leaves_identical_tables(spark, replayed) -> None:
     tables = {"pull_decisions": ["subscription_index", "queue_id", "queue_offset"],
               "pulls": ["subscription_index", "queue_id", "pull_index"],
               "delivered_messages": ["subscription_index", "queue_id", "queue_offset"],
-              "group_stats": ["subscription_index"]}
+              "group_stats": ["subscription_index"], "decision_details": ["subscription_index", "queue_id",
+                                                                           "queue_offset"],
+              "decision_codes": ["code"]}
     before = {t: rows(spark, wh, t, name, o) for t, o in tables.items()}
     simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(replayed[name]["args"])))
     after = {t: rows(spark, wh, t, name, o) for t, o in tables.items()}
@@ -212,7 +220,7 @@ def test_a_dump_whose_body_error_reads_back_null_still_equals_the_real_pull(spar
     simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
     units, _calls, _msgs, problems = compare(spark, wh, old, source["truth"])
     assert problems == [] and units >= 40
-    assert read_dump(spark, wh, "pull_decisions", old).where(F.col("outcome") == "CLIENT_DECODE_FAILED").count()
+    assert row_forms.pull_decisions(spark, wh, old).where(F.col("outcome") == "CLIENT_DECODE_FAILED").count()
 
 
 def test_rebuilt_queues_give_the_same_decisions_when_the_rule_is_exact(spark, replayed) -> None:
@@ -516,3 +524,50 @@ def test_store_and_broker_conf_come_from_job_1s_dumps_table(spark, replayed) -> 
     with pytest.raises(InputError, match="dump 'nope' is not recorded"):
         simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(
             ["--warehouse", wh, "--dump-id", "nope"])))
+
+
+def test_the_documented_sql_gives_the_row_form(spark, replayed) -> None:
+    """docs/simulate_pull.md's plain SQL over the stored tables gives exactly row_forms.pull_decisions' rows (on a
+    dump with SQL errors, bloom tests and decode failures: every column, the detail and the pull included), and the
+    stored matrix is one row per scanned unit, far fewer rows than decisions."""
+    wh = replayed["warehouse"]
+    doc = (ROOT / "docs" / "simulate_pull.md").read_text(encoding="utf-8")
+    assert row_forms.PULL_DECISIONS_SQL in doc
+    key = ["subscription_index", "queue_id", "queue_offset"]
+    for name in ("demo", "client_decode"):
+        by_sql = spark.sql(row_forms.PULL_DECISIONS_SQL.format(warehouse=wh, dump_id=name)).orderBy(*key)
+        assert by_sql.columns == row_forms.tables.PULL_DECISIONS.names
+        decided = rows(spark, wh, "pull_decisions", name, key)
+        assert by_sql.toArrow().to_pylist() == decided and decided
+        units = read_dump(spark, wh, "pull_decisions", name).count()
+        assert units == len({(d["topic"], d["queue_id"], d["queue_offset"]) for d in decided})
+        assert units < len(decided) or name != "demo"
+
+
+def test_delivered_bodies_come_from_the_dump_when_the_warehouse_has_none(spark, replayed) -> None:
+    """The demo dump's tables copied under another dump id with every body nulled (a body-less `messages`):
+    delivered_messages reads each body from the store given, inflated as the client does, and gives exactly the
+    rows it gives with the bodies in the warehouse; with no store to read, the bodies are null and nothing else
+    changes."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import replace_dump
+
+    wh, copy = replayed["warehouse"], "demo_bodiless"
+    for t in ("pull_decisions", "decision_details", "decision_codes", "pulls", "group_stats", "messages"):
+        df = read_dump(spark, wh, t, "demo").withColumn("dump_id", F.lit(copy))
+        if t == "messages":
+            df = df.withColumn("body", F.lit(None).cast("binary"))
+        replace_dump(df.localCheckpoint(), wh, t, copy)
+    key = ["subscription_index", "queue_id", "queue_offset"]
+    want = [dict(r, dump_id=copy) for r in rows(spark, wh, "delivered_messages", "demo", key)]
+    assert want and any(r["sys_flag"] & 1 for r in want)  # compressed bodies among them
+    got = row_forms.delivered_messages(spark, wh, copy, store=str(DEMO / "dump")).orderBy(*key)
+    sizes = [r.pop("stored_body_size") for r in want]
+    got_rows = got.toArrow().to_pylist()
+    assert [r.pop("stored_body_size") for r in got_rows] == [None] * len(sizes)
+    assert got_rows == want
+    bare = row_forms.delivered_messages(spark, wh, copy).orderBy(*key).toArrow().to_pylist()
+    assert [r["body"] for r in bare] == [None] * len(want)
+    assert [{k: v for k, v in r.items() if k not in ("body", "stored_body_size")} for r in bare] == \
+        [{k: v for k, v in r.items() if k != "body"} for r in want]

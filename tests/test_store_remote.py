@@ -22,7 +22,7 @@ from filterlib.store import fs as sfs
 from filterlib.store import scan
 from filterlib.store.scan import RangeScan, ScanOptions, iter_ranges, merge_reports
 from filterlib.store.storedir import StoreDir
-from jobs import build_queues, simulate_pull
+from jobs import build_queues, row_forms, simulate_pull
 from jobs.cli import dump_id_of
 from jobs.delta_io import read_dump
 
@@ -166,7 +166,9 @@ def test_bodies_read_back_ranged_from_s3_equal_the_local_ones(s3, monkeypatch) -
 
 
 def _sorted_rows(spark, wh: str, table: str, dump_id: str) -> list[dict]:
-    rows = read_dump(spark, wh, table, dump_id).drop("dump_id").toArrow().to_pylist()
+    forms = {"pull_decisions_rows": row_forms.pull_decisions, "delivered_messages_rows": row_forms.delivered_messages}
+    df = forms[table](spark, wh, dump_id) if table in forms else read_dump(spark, wh, table, dump_id)
+    rows = df.drop("dump_id").toArrow().to_pylist()
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=repr))
 
 
@@ -183,7 +185,8 @@ def test_both_jobs_give_the_same_tables_from_s3_as_from_disk(spark, s3, tmp_path
             args + ["--subscriptions", subs])))
         summaries[dump_id] = (s1, s2)
     tables = ("messages", "consume_queue", "consumer_filters", "dump_files", "queue_diff",
-              "pull_decisions", "pulls", "delivered_messages", "group_stats")
+              "pull_decisions", "decision_details", "decision_codes", "pulls", "group_stats",
+              "pull_decisions_rows", "delivered_messages_rows")
     for t in tables:
         local, remote = _sorted_rows(spark, wh, t, "local"), _sorted_rows(spark, wh, t, "remote")
         assert remote == local, t

@@ -87,3 +87,14 @@ def test_branches_belong_to_layers():
     assert {b.layer for b in vocabulary.BRANCHES} == set(vocabulary.LAYERS)
     assert set(vocabulary.REASONS) == {b.name for b in vocabulary.BRANCHES}
     assert set(vocabulary.DECODE_BRANCHES) <= set(vocabulary.words(vocabulary.CLIENT))
+
+
+def test_job2_compact_tables_agree_with_the_replay_outputs():
+    """The matrix, details and codes tables hold the replay's compact columns with its types."""
+    from filterlib.matrix import CODES_SCHEMA, DETAILS_SCHEMA, MATRIX_SCHEMA
+
+    assert tables.DECISION_MATRIX.arrow(drop=("dump_id", "topic", "queue_id")) == MATRIX_SCHEMA
+    details = {f.name.replace("plan", "subscription_index"): f.type for f in DETAILS_SCHEMA}
+    assert {c.name: c.type for c in tables.DECISION_DETAILS.columns if c.name in details} == details
+    assert tables.DECISION_CODES.arrow(drop=("dump_id",)) == CODES_SCHEMA
+    assert "subscription_position" in tables.GROUP_STATS.names

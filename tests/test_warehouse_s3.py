@@ -24,7 +24,7 @@ import pytest
 import s3server
 from s3server import KEY_ID, REGION, SECRET, free_port, start_moto, stop, upload
 
-from jobs import build_queues, explain, report, simulate_pull
+from jobs import build_queues, explain, report, row_forms, simulate_pull
 from jobs.delta_io import read_dump
 from jobs.spark import s3a_env_conf, s3a_jars
 
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
 DUMPS, PREFIX, LAKE = "dumps", "rocketmq/demo", "lake"
 TABLES = ("messages", "consume_queue", "consumer_filters", "dump_files", "dumps", "queue_diff",
-          "pull_decisions", "pulls", "delivered_messages", "group_stats")
+          "pull_decisions", "decision_details", "decision_codes", "pulls", "group_stats")
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_a_rerun_replaces_the_dump_in_the_s3a_tables(spark, s3, s3a_wh) -> None:
 
 
 def test_explain_and_report_read_the_s3a_warehouse(spark, s3a_wh, tmp_path, capsys) -> None:
-    msg = read_dump(spark, s3a_wh, "delivered_messages", "demo").where("consumer_group = 'billing-paid'").first()
+    msg = row_forms.delivered_messages(spark, s3a_wh, "demo").where("consumer_group = 'billing-paid'").first()
     assert msg is not None
     assert explain.main(["--warehouse", s3a_wh, "--group", "billing-paid", "--dump-id", "demo",
                          "--offset-msg-id", msg.offset_msg_id], spark=spark) == 0

@@ -190,10 +190,13 @@ def _sql(data, props: pa.Array, rows: np.ndarray, cache: dict) -> _CommitLog:
         engine = cache[id(data.compiled)] = Engine([data.compiled])
     (res,) = engine.evaluate(props if len(rows) == len(props) else props.take(pa.array(rows)))
     state = res.state
-    errors = {}
-    for i in np.flatnonzero(state == ERROR).tolist():
-        exc = res.errors[int(res.error_index[i])]
-        errors[i] = f"{exc.java_class}: {exc}"
+    errors, texts = {}, {}
+    for i in np.flatnonzero(state == ERROR).tolist():  # each distinct error formatted once
+        e = int(res.error_index[i])
+        if e not in texts:
+            exc = res.errors[e]
+            texts[e] = f"{exc.java_class}: {exc}"
+        errors[i] = texts[e]
     return _CommitLog(state == TRUE, _SQL_REASON[state], state.astype(np.int8), errors)
 
 

@@ -1,0 +1,293 @@
+"""Job 2's compact output for one queue: the decision matrix, the decision details and the per-subscription
+counts, and the way back to one row per decision.
+
+Every decision the engine gives is fixed by its branch codes (`vocabulary.DECISION_CODES`), except two things:
+the detail text of an evaluation error or of a client decode failure, and the pull that scanned the unit. So a
+queue's decisions are stored as one row per unit that any subscription scanned, with one byte (a decision code) per
+subscription position of the topic; the texts as a narrow side table; the pull as the FOUND / NO_MATCHED_MESSAGE
+pull whose [request_offset, next_begin_offset) holds the unit (getMessage scans exactly that range, once).
+`decode` gives back exactly `simulate.simulate_queue`'s decision rows; the tests hold it to that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filterlib import message_filter as mf
+from filterlib import vocabulary as vocab
+from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
+from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, pull_queue
+from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, units_from_table
+
+MATRIX_SCHEMA = pa.schema([
+    ("queue_offset", pa.int64()),
+    ("commit_log_offset", pa.int64()),
+    ("size", pa.int32()),
+    ("tags_code", pa.int64()),
+    ("bloom_bitmap", pa.binary()),
+    ("decisions", pa.binary()),
+])
+"""Per unit scanned by at least one subscription of the queue's topic: the unit, its bitmap where any
+subscription tested it, and one decision code per subscription position (0: not scanned)."""
+DETAILS_SCHEMA = pa.schema([("plan", pa.int32()), ("queue_offset", pa.int64()), ("detail", pa.string())])
+"""Per decision whose detail the code does not give: an evaluation error's `JavaClass: message`, or why the
+client's decode lost the message."""
+
+CODES = vocab.DECISION_CODES
+_NR, _NL, _NO = len(REASONS), len(LAYERS), len(OUTCOMES)
+_R = {name: i for i, name in enumerate(REASONS)}
+_SQL = {v: i for i, v in enumerate(vocab.SQL_VALUES)}
+
+
+def _key(outcome, layer, reason, cq_reason, sql_state):
+    return (((outcome.astype(np.int64) * _NL + layer) * _NR + reason) * _NR + cq_reason) * 5 + (sql_state + 1)
+
+
+def _lookup() -> np.ndarray:
+    lut = np.full(_NO * _NL * _NR * _NR * 5, -1, dtype=np.int16)
+    for c in CODES[1:]:
+        key = _key(np.array([OUTCOMES.index(c.outcome)]), LAYERS.index(c.layer), _R[c.reason], _R[c.cq_reason],
+                   -1 if c.sql_value is None else _SQL[c.sql_value])
+        lut[key[0]] = c.code
+    return lut
+
+
+_LUT = _lookup()
+_OUTCOME = np.array([-1] + [OUTCOMES.index(c.outcome) for c in CODES[1:]], dtype=np.int8)
+_LAYER = np.array([-1] + [LAYERS.index(c.layer) for c in CODES[1:]], dtype=np.int8)
+_REASON = np.array([-1] + [_R[c.reason] for c in CODES[1:]], dtype=np.int8)
+_CQ_REASON = np.array([-1] + [_R[c.cq_reason] for c in CODES[1:]], dtype=np.int8)
+_SQL_STATE = np.array([-1] + [-1 if c.sql_value is None else _SQL[c.sql_value] for c in CODES[1:]], dtype=np.int8)
+_TESTED = np.array([c.bloom_tested for c in CODES], dtype=bool)
+_FP = np.array([c.bloom_false_positive for c in CODES], dtype=bool)
+
+
+def encode(d: Decisions) -> np.ndarray:
+    """Each unit's decision code (uint8); ValueError naming a combination the code table lacks."""
+    if d.cq_reason is None:
+        raise ValueError("decisions without the consume-queue branch cannot be encoded")
+    codes = _LUT[_key(d.outcome, d.layer, d.reason, d.cq_reason, d.sql_state)]
+    bad = np.flatnonzero((codes < 0) | (_FP[np.maximum(codes, 0)] != d.bloom_false_positive))
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(f"no decision code for outcome {OUTCOMES[d.outcome[i]]}, layer {LAYERS[d.layer[i]]}, reason "
+                         f"{REASONS[d.reason[i]]}, cq_reason {REASONS[d.cq_reason[i]]}, sql state "
+                         f"{int(d.sql_state[i])}, bloom false positive {bool(d.bloom_false_positive[i])}")
+    return codes.astype(np.uint8)
+
+
+def _detail_rows(d: Decisions) -> np.ndarray:
+    """The units whose detail the code does not give (evaluation errors decided by the commit-log layer, client
+    decode failures)."""
+    rows = set(d.client_errors)
+    rows.update(i for i in d.sql_errors if d.layer[i] == LAYERS.index(vocab.COMMIT_LOG))
+    return np.array(sorted(rows), dtype=np.int64)
+
+
+COUNT_FIELDS: tuple[str, ...] = ("units_scanned", *vocab.OUTCOME_COLUMNS.values(), "tag_collisions", "bloom_tested",
+                                 "bloom_false_positives", "sql_evaluations", "bytes_delivered",
+                                 "bytes_filtered_on_broker", "pulls", "empty_pulls", "found_pulls", "queues")
+"""The per-subscription counts a queue's replay hands back (group_stats' count columns), summed over queues."""
+
+
+def _count_weights() -> tuple[np.ndarray, np.ndarray]:
+    """(units, bytes) weight matrices: COUNT_FIELDS × codes, so counts = units @ per-code units + bytes @ per-code
+    bytes."""
+    units = np.zeros((len(COUNT_FIELDS), len(CODES)), dtype=np.int64)
+    sizes = np.zeros_like(units)
+    field = {name: i for i, name in enumerate(COUNT_FIELDS)}
+    for c in CODES[1:]:
+        units[field["units_scanned"], c.code] = 1
+        units[field[vocab.OUTCOME_COLUMNS[c.outcome]], c.code] = 1
+        units[field["tag_collisions"], c.code] = c.reason == "client_tag_mismatch"
+        units[field["bloom_tested"], c.code] = c.bloom_tested
+        units[field["bloom_false_positives"], c.code] = c.bloom_false_positive
+        units[field["sql_evaluations"], c.code] = c.sql_value is not None
+        sizes[field["bytes_delivered"], c.code] = c.outcome == vocab.DELIVERED
+        sizes[field["bytes_filtered_on_broker"], c.code] = c.outcome != vocab.DELIVERED and c.layer in (
+            vocab.CONSUME_QUEUE, vocab.COMMIT_LOG)
+    return units, sizes
+
+
+_COUNT_UNITS, _COUNT_BYTES = _count_weights()
+_PULL_FIELDS = [COUNT_FIELDS.index(n) for n in ("pulls", "empty_pulls", "found_pulls", "queues")]
+
+
+def counts(codes: np.ndarray, sizes: np.ndarray, message_count: np.ndarray, status: np.ndarray) -> np.ndarray:
+    """One subscription's COUNT_FIELDS over one queue, from its column of codes and its pulls."""
+    n = len(CODES)
+    per_code = np.bincount(codes, minlength=n)[:n]
+    per_bytes = np.bincount(codes, weights=sizes, minlength=n)[:n].astype(np.int64)
+    out = _COUNT_UNITS @ per_code + _COUNT_BYTES @ per_bytes
+    out[_PULL_FIELDS] = [len(status), int((message_count == 0).sum()), int((status == FOUND).sum()),
+                         int(len(status) > 0)]
+    return out
+
+
+@dataclass
+class QueueOutput:
+    """One queue's replay, compact: the matrix (MATRIX_SCHEMA), the details (DETAILS_SCHEMA), the pulls
+    (PULLS_SCHEMA) and each plan's COUNT_FIELDS."""
+
+    matrix: pa.Table
+    details: pa.Table
+    pulls: pa.Table
+    counts: dict[int, np.ndarray]
+
+
+def _bitmaps(units: pa.Table, rows: np.ndarray, tested: np.ndarray) -> pa.Array:
+    bitmaps = units.column("filter_bitmap").take(pa.array(rows)).combine_chunks() if len(rows) else \
+        pa.array([], pa.binary())
+    if not tested.all():
+        bitmaps = pc.if_else(pa.array(tested), bitmaps, pa.nulls(len(rows), pa.binary()))
+    return bitmaps
+
+
+def matrix_column(codes: np.ndarray) -> pa.Array:
+    """(k, width) uint8 codes as a binary column of width bytes per row."""
+    k, width = codes.shape
+    if width == 0:
+        return pa.array([b""] * k, pa.binary())
+    fixed = pa.Array.from_buffers(pa.binary(width), k, [None, pa.py_buffer(np.ascontiguousarray(codes).tobytes())])
+    return fixed.cast(pa.binary())
+
+
+def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, int, int]], width: int,
+                 units: pa.Table, min_offset: int, units_per_file: int, config: PullConfig | None = None,
+                 engine_cache: dict | None = None) -> QueueOutput:
+    """Every (plan, position, filter, start offset, batch size) over one queue (`simulate.UNITS_SCHEMA` units from
+    `min_offset` on, in order), as the compact output: `width` bytes per matrix row, byte `position` the plan's."""
+    base = config or PullConfig()
+    u = units_from_table(units)
+    n = len(u)
+    sizes = np.asarray(pc.fill_null(units.column("size"), 0).to_numpy(), dtype=np.int64) if n else \
+        np.zeros(0, np.int64)
+    cache = {} if engine_cache is None else engine_cache
+    codes = np.zeros((n, width), dtype=np.uint8)
+    details, pulls, out_counts = [], [], {}
+    for plan, position, f, start, batch_size in filters:
+        cfg = dataclasses.replace(base, batch_size=batch_size)
+        d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache)
+        scanned = np.flatnonzero(calls.unit_call >= 0)
+        col = encode(d)
+        codes[scanned, position] = col[scanned]
+        rows = _detail_rows(d)
+        rows = rows[calls.unit_call[rows] >= 0] if len(rows) else rows
+        if len(rows):
+            details.append(pa.Table.from_arrays([
+                pa.array(np.full(len(rows), plan, dtype=np.int32)),
+                pa.array(min_offset + rows, pa.int64()), d.details(rows)], schema=DETAILS_SCHEMA))
+        k = len(calls.status)
+        pulls.append(pa.Table.from_arrays([
+            pa.array(np.full(k, plan, dtype=np.int32)), pa.array(np.arange(k, dtype=np.int32)),
+            pa.array(calls.request_offset), pa.array([STATUS_NAMES[s] for s in calls.status.tolist()], pa.string()),
+            pa.array(calls.next_begin_offset), pa.array(calls.message_count.astype(np.int32)),
+            pa.array(calls.filter_message_count.astype(np.int32))], schema=PULLS_SCHEMA))
+        out_counts[plan] = counts(col[scanned], sizes[scanned], calls.message_count, calls.status)
+    rows = np.flatnonzero(codes.any(axis=1)) if width else np.zeros(0, np.int64)
+    take = pa.array(rows)
+    legal = pc.fill_null(units.column("tags_code_legal").take(take), False)
+    matrix = pa.Table.from_arrays([
+        units.column("queue_offset").take(take).combine_chunks(),
+        units.column("commit_log_offset").take(take).combine_chunks(),
+        units.column("size").take(take).combine_chunks(),
+        pc.if_else(legal, units.column("tags_code").take(take), pa.nulls(len(rows), pa.int64())),
+        _bitmaps(units, rows, _TESTED[codes[rows]].any(axis=1) if len(rows) else np.zeros(0, bool)),
+        matrix_column(codes[rows])], schema=MATRIX_SCHEMA)
+    return QueueOutput(matrix, pa.concat_tables(details) if details else DETAILS_SCHEMA.empty_table(),
+                       pa.concat_tables(pulls) if pulls else PULLS_SCHEMA.empty_table(), out_counts)
+
+
+def codes_of(matrix: pa.Table, width: int) -> np.ndarray:
+    """The matrix's decision bytes as a (rows, width) uint8 array."""
+    col = matrix.column("decisions").combine_chunks().cast(pa.binary())
+    if len(col) == 0 or width == 0:
+        return np.zeros((len(col), width), dtype=np.uint8)
+    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32)[col.offset: col.offset + len(col) + 1]
+    if not (np.diff(offsets) == width).all():
+        raise ValueError(f"matrix rows are not {width} bytes each")
+    data = np.frombuffer(col.buffers()[2], dtype=np.uint8)[offsets[0]: offsets[-1]]
+    return data.reshape(len(col), width)
+
+
+_SCANNING = (STATUS_NAMES[FOUND], STATUS_NAMES[NO_MATCHED_MESSAGE])
+
+
+def pull_index_of(queue_offsets: np.ndarray, pulls: pa.Table) -> np.ndarray:
+    """For units one plan scanned, the pull that scanned each: the FOUND / NO_MATCHED_MESSAGE pull whose
+    [request_offset, next_begin_offset) holds it; ValueError for a unit no such pull holds."""
+    scanning = pulls.filter(pc.is_in(pulls.column("status"), pa.array(_SCANNING)))
+    req = np.asarray(scanning.column("request_offset").to_numpy(), dtype=np.int64)
+    nxt = np.asarray(scanning.column("next_begin_offset").to_numpy(), dtype=np.int64)
+    idx = np.asarray(scanning.column("pull_index").to_numpy(), dtype=np.int32)
+    order = np.argsort(req, kind="stable")
+    req, nxt, idx = req[order], nxt[order], idx[order]
+    at = np.searchsorted(req, queue_offsets, side="right") - 1
+    ok = (at >= 0) & (nxt[np.maximum(at, 0)] > queue_offsets) if len(req) else np.zeros(len(queue_offsets), bool)
+    if not ok.all():
+        raise ValueError(f"queue offset {int(queue_offsets[~ok][0])} lies in no scanning pull's range")
+    return idx[at]
+
+
+def decode(matrix: pa.Table, details: pa.Table, pulls: pa.Table, positions: Mapping[int, int], width: int
+           ) -> pa.Table:
+    """One queue's decisions in `simulate.DECISIONS_SCHEMA` (plans in `positions` order, units in queue order):
+    exactly what `simulate.simulate_queue` gives for the same replay."""
+    codes = codes_of(matrix, width)
+    qo = np.asarray(matrix.column("queue_offset").to_numpy(), dtype=np.int64)
+    texts = {(p, o): t for p, o, t in zip(details.column("plan").to_pylist(), details.column("queue_offset")
+                                          .to_pylist(), details.column("detail").to_pylist(), strict=True)}
+    out = []
+    for plan, position in positions.items():
+        col = codes[:, position]
+        rows = np.flatnonzero(col)
+        c = col[rows]
+        take = pa.array(rows)
+        sql = _SQL_STATE[c]
+        layer = _LAYER[c]
+        shown = (sql >= 0) & (sql != _SQL["ERROR"]) & (layer == LAYERS.index(vocab.COMMIT_LOG))
+        plan_texts = [texts.get((plan, int(o))) for o in qo[rows].tolist()]
+        detail = [t if t is not None else (vocab.SQL_VALUES[s] if ok else None)
+                  for t, s, ok in zip(plan_texts, sql.tolist(), shown.tolist(), strict=True)]
+        tested = _TESTED[c]
+        bitmaps = matrix.column("bloom_bitmap").take(take).combine_chunks() if len(rows) else pa.array([], pa.binary())
+        if len(rows) and not tested.all():
+            bitmaps = pc.if_else(pa.array(tested), bitmaps, pa.nulls(len(rows), pa.binary()))
+        plan_pulls = pulls.filter(pc.equal(pulls.column("plan"), plan))
+        cols = {
+            "plan": pa.array(np.full(len(rows), plan, dtype=np.int32)),
+            "queue_offset": pa.array(qo[rows]),
+            "commit_log_offset": matrix.column("commit_log_offset").take(take),
+            "size": matrix.column("size").take(take), "tags_code": matrix.column("tags_code").take(take),
+            "outcome": _names(_OUTCOME[c], OUTCOMES), "layer": _names(layer, LAYERS),
+            "reason": _names(_REASON[c], REASONS), "cq_reason": _names(_CQ_REASON[c], REASONS),
+            "detail": pa.array(detail, pa.string()),
+            "sql_value": pa.array([vocab.SQL_VALUES[s] if s >= 0 else None for s in sql.tolist()], pa.string()),
+            "bloom_false_positive": pa.array(_FP[c]), "bloom_tested": pa.array(tested), "filter_bitmap": bitmaps,
+            "pull_index": pa.array(pull_index_of(qo[rows], plan_pulls), pa.int32()),
+        }
+        out.append(pa.Table.from_arrays([cols[f.name] for f in DECISIONS_SCHEMA], schema=DECISIONS_SCHEMA))
+    return pa.concat_tables(out) if out else DECISIONS_SCHEMA.empty_table()
+
+
+def _names(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
+    return pa.array([names[i] for i in codes.tolist()], pa.string())
+
+
+def codes_table() -> pa.Table:
+    """The decision code table as rows (code, outcome, layer, reason, cq_reason, sql_value, bloom_tested,
+    bloom_false_positive), for the warehouse's `decision_codes` table."""
+    fields = [f.name for f in dataclasses.fields(vocab.DecisionCode)]
+    return pa.Table.from_pylist([dataclasses.asdict(c) for c in CODES], schema=CODES_SCHEMA).select(fields)
+
+
+CODES_SCHEMA = pa.schema([("code", pa.int32()), ("outcome", pa.string()), ("layer", pa.string()),
+                          ("reason", pa.string()), ("cq_reason", pa.string()), ("sql_value", pa.string()),
+                          ("bloom_tested", pa.bool_()), ("bloom_false_positive", pa.bool_())])
+"""`vocabulary.DECISION_CODES` as an Arrow table's schema."""
