@@ -100,3 +100,27 @@ def rules_release(version: BrokerVersion | str) -> str:
     v = _version(version)
     follows = registry_rules(v).release
     return str(v) if v == follows else f"{v} (the filter registry rules of {follows}, the nearest tested release)"
+
+
+# The releases whose rules the project tells apart: a rule changes at each of them (registry at 5.5.1, RocksDB
+# paging at 5.5.0, config dialect at 5.4.0); detection names the oldest of them the dump's marks allow.
+MODELLED = (V5_3_3, V5_4_0, V5_5_0, V5_5_1)
+
+
+def detect(store) -> tuple[BrokerVersion | None, str]:
+    """The oldest modelled release consistent with what the dump's files show (a `StoreDir`), and the evidence in
+    words; (None, why) when nothing in the dump tells (`filterlib.store.releasemarks`)."""
+    from filterlib.store import releasemarks
+
+    found = releasemarks.marks(store)
+    if found:
+        newest = max(BrokerVersion.parse(m.since) for m in found)
+        said = [m.text for m in found if BrokerVersion.parse(m.since) == newest]
+        later = [str(v) for v in MODELLED if v > newest]
+        tail = (f"; a {' or '.join(later)} broker can leave the same marks: pass --broker-version if it was one"
+                if later else "")
+        return newest, "; ".join(said) + tail
+    older = releasemarks.pre_540(store)
+    if older is not None:
+        return V5_3_3, older + " (a release before 5.4.0: 5.3.3's rules)"
+    return None, "nothing in the dump tells"

@@ -45,15 +45,14 @@ from jobs.cli import (
     add_run_args,
     add_session_args,
     apply_writer_conf,
-    broker_version_of,
     dump_id_of,
     dump_registry,
     job_logger,
     load_defaults,
     open_store,
     read_subscriptions,
+    resolve_version,
     run_main,
-    version_hint,
 )
 from jobs.decode_tasks import (
     EXPORT_SCHEMA,
@@ -107,7 +106,7 @@ class Inputs:
     export_cq: str | None = None
     verify: bool = False
     broker_version: str = brokerversion.DEFAULT
-    broker_version_given: bool = False
+    version_line: str = ""
 
 
 @dataclass
@@ -194,6 +193,7 @@ class Summary:
     failed_filters: list[dict] = field(default_factory=list)
     filter_rule: str = ""
     broker_version: str = brokerversion.DEFAULT
+    version_line: str = ""
     issues: list[str] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -210,6 +210,7 @@ class Summary:
         mb = self.bytes / self.seconds / 1e6 if self.seconds else 0.0
         out = [f"dump {self.dump_id} (broker {brokerversion.rules_release(self.broker_version)}): {self.files} "
                f"commitlog files in {self.ranges} ranges, {self.bytes:,} bytes",
+               *([self.version_line] if self.version_line else []),
                f"records {self.records:,}; consume-queue units {self.units:,} in {self.queues} queues; "
                f"ext {'on' if self.ext else 'off'}, bitmaps {'on' if self.calc_bitmap else 'off'} "
                f"({self.bitmaps_written:,} written)",
@@ -272,7 +273,8 @@ def parser() -> argparse.ArgumentParser:
                      help="check every body CRC (default: broker.conf's checkCRCOnRecover, true in 5.3.3)")
     crc.add_argument("--no-check-crc", dest="check_crc", action="store_false",
                      help="skip the body CRC check (faster; damage inside a body is then not detected)")
-    add_broker_version_arg(p, f"default {brokerversion.DEFAULT}; recorded in the dumps table for job 2")
+    add_broker_version_arg(p, f"default: the release the dump's files show (brokerversion.detect), else "
+                              f"{brokerversion.DEFAULT}; recorded in the dumps table for job 2")
     add_session_args(p, DEFAULTS, "split_bytes, batch_rows, check_crc, units_per_partition, master, spark_conf "
                                   "for a session the job starts itself, parquet_conf set on the session for the "
                                   "Parquet writers")
@@ -325,9 +327,9 @@ def validate(args: argparse.Namespace) -> Inputs:
             store.rocksdb_queues().close()
         except StoreFormatError as e:
             raise InputError(f"{e}; --verify cannot compare the rebuild with it") from None
+    version, version_line = resolve_version(args.broker_version, store)
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
-                  bool(check), export, args.verify, broker_version_of(args.broker_version),
-                  args.broker_version is not None)
+                  bool(check), export, args.verify, version, version_line)
 
 
 def _check_export_dir(path: str, store_root: str) -> str:
@@ -519,8 +521,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
     summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext, broker_version=inputs.broker_version)
     summary.issues += inputs.store.issues
-    if not inputs.broker_version_given and (hint := version_hint(inputs.store)):
-        summary.issues.append(hint)
+    summary.version_line = inputs.version_line
     has_ext_dir = sfs.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
     if has_ext_dir and not ext:
         summary.issues.append("the dump has consumequeue_ext/ but enableConsumeQueueExt is off "
