@@ -17,6 +17,12 @@ harness (tests/reference, `-Procketmq-5.5.1`):
   getMessage call on a RocksDB queue scans like a file queue without file ends; 5.3.3 and 5.4.0 read one batch of
   units per call. (File queues page alike in every release.)
 - Config files are written by fastjson 1.x up to 5.3.x and by fastjson2 from 5.4.0 (`config_dialect`).
+- Commit log recovery (`recovery_rules`), held to the real jars by the harness's scan and recover modes:
+  - 5.5.1's `checkMessageAndReturnSize` fails a negative TOTALSIZE before it reads the magic code, so a BLANK magic
+    behind a negative size ends the valid data (earlier releases take it for the file's BLANK filler);
+  - from 5.5.0, `recoverAbnormally` (the abort file left by a crash) with `checkCommitLogOffsetOnRecover` (default
+    false) ends the valid data at the first record whose PHYSICALOFFSET lies outside [file start, file start + file
+    size]; `recoverNormally` never checks it, and no release compares it with the record's own position.
 """
 
 from __future__ import annotations
@@ -93,6 +99,32 @@ def config_dialect(version: BrokerVersion | str) -> str:
     from filterlib.store import fastjson
 
     return fastjson.FASTJSON2 if _version(version) >= V5_4_0 else fastjson.FASTJSON
+
+
+@dataclass(frozen=True)
+class RecoveryRules:
+    """What the release's commit log recovery checks per record, and in words which walk ran."""
+
+    negative_size_fails: bool
+    offset_in_file: bool
+    text: str
+
+
+def recovery_rules(version: BrokerVersion | str, crashed: bool = False, check_offset: bool = False) -> RecoveryRules:
+    """The recovery a broker of `version` runs on the dump: recoverAbnormally when it `crashed` (an abort file),
+    else recoverNormally; `check_offset` is broker.conf's checkCommitLogOffsetOnRecover (read from 5.5.0)."""
+    v = _version(version)
+    negative = v >= V5_5_1
+    offset = crashed and check_offset and v >= V5_5_0
+    walk = ("recoverAbnormally (the dump has an abort file: the broker did not shut down cleanly)" if crashed
+            else "recoverNormally (no abort file: a clean shutdown)")
+    if offset:
+        walk += ", with checkCommitLogOffsetOnRecover: a record whose PHYSICALOFFSET lies outside its file ends it"
+    elif crashed and check_offset:
+        walk += f"; checkCommitLogOffsetOnRecover is set but {v} has no such check (from 5.5.0)"
+    if negative:
+        walk += "; a negative TOTALSIZE ends the valid data even before a BLANK magic (5.5.1)"
+    return RecoveryRules(negative, offset, f"commit log recovery of {v}: {walk}")
 
 
 def rules_release(version: BrokerVersion | str) -> str:

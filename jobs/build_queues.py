@@ -194,6 +194,7 @@ class Summary:
     filter_rule: str = ""
     broker_version: str = brokerversion.DEFAULT
     version_line: str = ""
+    recovery_line: str = ""
     issues: list[str] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -214,7 +215,7 @@ class Summary:
                f"records {self.records:,}; consume-queue units {self.units:,} in {self.queues} queues; "
                f"ext {'on' if self.ext else 'off'}, bitmaps {'on' if self.calc_bitmap else 'off'} "
                f"({self.bitmaps_written:,} written)",
-               f"damaged ranges: {len(self.damaged)}"]
+               f"damaged ranges: {len(self.damaged)}" + (f" ({self.recovery_line})" if self.recovery_line else "")]
         out += [f"  {d['path']} at {d['damage_offset']} ({d['damage_length']} bytes): {d['damage_reason']}"
                 for d in self.damaged]
         if self.fallbacks:
@@ -538,9 +539,12 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     files = inputs.store.commitlog.files
     tasks = [(f.path, f.base, f.size, s, e, None) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
+    recovery = brokerversion.recovery_rules(inputs.broker_version, sfs.isfile(os.path.join(inputs.store.root, "abort")),
+                                            conf.checkCommitLogOffsetOnRecover)
+    summary.recovery_line = recovery.text
     ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
                       int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry),
-                      conf.enableMultiDispatch, conf.enableLmq)
+                      conf.enableMultiDispatch, conf.enableLmq, recovery.negative_size_fails, recovery.offset_in_file)
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_units(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]

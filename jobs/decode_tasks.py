@@ -62,11 +62,14 @@ class TaskContext:
     registry: dict
     multi_dispatch: bool = False
     lmq: bool = False
+    negative_size_fails: bool = False
+    offset_in_file: bool = False
 
     def options(self, want_body: bool) -> ScanOptions:
-        """The scan options of every task."""
+        """The scan options of every task (the release's recovery checks: `brokerversion.recovery_rules`)."""
         return ScanOptions(check_crc=self.check_crc, want_body=want_body, batch_rows=self.batch_rows,
-                           delay_levels=list(self.delay_levels))
+                           delay_levels=list(self.delay_levels), negative_size_fails=self.negative_size_fails,
+                           offset_in_file=self.offset_in_file)
 
 
 _dispatchers: dict[str, Dispatcher] = {}
