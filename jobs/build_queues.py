@@ -45,6 +45,7 @@ from jobs.cli import (
     add_run_args,
     add_session_args,
     apply_writer_conf,
+    config_or_note,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -440,14 +441,12 @@ def _export(spark: SparkSession, units: DataFrame, inputs: Inputs, summary: Summ
     return ExportResult(final, sorted((r.asDict() for r in rows), key=lambda q: (q["topic"], q["queue_id"])))
 
 
-def _known_groups(inputs: Inputs, reg: RegistryLoad) -> tuple[str, ...]:
+def _known_groups(inputs: Inputs, reg: RegistryLoad, notes: list[str]) -> tuple[str, ...]:
     """Groups the dump knows of (subscriptionGroup.json, the registry, the subscriptions file): a bitmap bit of a
     (group, topic) the final registry lacks can only come from one of these."""
     groups = set(registry_groups(reg.registry)) | {s.group for s in inputs.subscriptions}
-    try:
-        table = inputs.store.config("subscriptionGroup")
-    except StoreFormatError as e:
-        raise InputError(f"{e}: the groups --verify explains bitmaps by cannot be read") from None
+    table = config_or_note(inputs.store, "subscriptionGroup", "--verify explains bitmaps by the groups of the "
+                                                              "registry and the subscriptions file only", notes)
     if isinstance(table, dict):
         groups |= set((table.get("subscriptionGroupTable") or {}).keys())
     return tuple(sorted(groups))
@@ -477,7 +476,7 @@ def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: Registry
     pairs = (r.join(d, on=QUEUE_KEY, how="full_outer")
              .where(F.col("r_present").isNull() | F.col("d_present").isNull() | ~same)
              .fillna(False, subset=["r_present", "d_present"]))
-    ctx = VerifyContext(registry_spec(reg.registry), _known_groups(inputs, reg))
+    ctx = VerifyContext(registry_spec(reg.registry), _known_groups(inputs, reg, summary.issues))
     diff = (pairs.mapInArrow(diff_units(ctx), spark_ddl(DIFF_SCHEMA))
             .persist(StorageLevel.MEMORY_AND_DISK))
     per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))

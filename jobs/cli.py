@@ -313,6 +313,16 @@ def resolve_version(given: str | None, store: StoreDir) -> tuple[str, str]:
     return str(found), f"broker version {found} (detected: {evidence})"
 
 
+def config_or_note(store: StoreDir, name: str, instead: str, notes: list[str]) -> Any | None:
+    """The dump's config/<name> (`StoreDir.config`), or None with one sentence in `notes` naming what cannot be read
+    (e.g. config/rdb/, configManagerVersion=v2's one RocksDB database) and what the job does `instead`."""
+    try:
+        return store.config(name)
+    except StoreFormatError as e:
+        notes.append(f"{e}: {instead}")
+        return None
+
+
 def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = (),
                   version: str = brokerversion.DEFAULT) -> RegistryLoad:
     """The dump's consumerFilter.json under the broker's bloom settings and the release's registry rules (without
@@ -323,11 +333,14 @@ def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = (),
     topic_exists = None
     notes = []
     if rules.requires_topic_config:
-        table = store.config("topics")
-        if table is None:
+        unread: list[str] = []
+        table = config_or_note(store, "topics", f"every topic is taken as present ({version} registers a SQL92 "
+                                                f"filter only for a topic of its topic table)", unread)
+        notes += unread
+        if table is None and not unread:
             notes.append(f"{version}: the broker registers a SQL92 filter only for a topic of its topic table, and "
                          f"the dump has no readable config/topics.json: every topic is taken as present")
-        else:
+        elif table is not None:
             topic_exists = set(table.get("topicConfigTable") or {}).__contains__
     try:
         out = load_registry(store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,

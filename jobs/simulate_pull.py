@@ -63,6 +63,7 @@ from jobs.cli import (
     add_session_args,
     apply_writer_conf,
     broker_version_of,
+    config_or_note,
     dump_id_of,
     dump_registry,
     job_logger,
@@ -576,8 +577,12 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     messages, body_checks = _messages(spark, inputs)
     reg = _registry(inputs, as_job1=inputs.queues == REBUILT)
     summary.notes += reg.issues
+    unread: list[str] = []
+    lite_unknown = "a Lite Topic subscription cannot be told apart: every subscription is replayed as an ordinary one"
     subs, lite = not_replayed(dump_subscriptions(inputs.subscriptions, reg.registry),
-                              inputs.store.config("topics"), inputs.store.config("subscriptionGroup"))
+                              config_or_note(inputs.store, "topics", lite_unknown, unread),
+                              config_or_note(inputs.store, "subscriptionGroup", lite_unknown, unread))
+    summary.notes += list(dict.fromkeys(unread))
     summary.notes += lite
     twice = sorted({f"({s.group}, {s.topic})" for s, _ in subs
                     if sum((o.group, o.topic) == (s.group, s.topic) for o, _ in subs) > 1})
