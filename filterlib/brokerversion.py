@@ -17,6 +17,12 @@ harness (tests/reference, `-Procketmq-5.5.1`):
   getMessage call on a RocksDB queue scans like a file queue without file ends; 5.3.3 and 5.4.0 read one batch of
   units per call. (File queues page alike in every release.)
 - Config files are written by fastjson 1.x up to 5.3.x and by fastjson2 from 5.4.0 (`config_dialect`).
+- Commit log recovery (`recovery_rules`), held to the real jars by the harness's scan and recover modes:
+  - 5.5.1's `checkMessageAndReturnSize` fails a negative TOTALSIZE before it reads the magic code, so a BLANK magic
+    behind a negative size ends the valid data (earlier releases take it for the file's BLANK filler);
+  - from 5.5.0, `recoverAbnormally` (the abort file left by a crash) with `checkCommitLogOffsetOnRecover` (default
+    false) ends the valid data at the first record whose PHYSICALOFFSET lies outside [file start, file start + file
+    size]; `recoverNormally` never checks it, and no release compares it with the record's own position.
 """
 
 from __future__ import annotations
@@ -95,8 +101,58 @@ def config_dialect(version: BrokerVersion | str) -> str:
     return fastjson.FASTJSON2 if _version(version) >= V5_4_0 else fastjson.FASTJSON
 
 
+@dataclass(frozen=True)
+class RecoveryRules:
+    """What the release's commit log recovery checks per record, and in words which walk ran."""
+
+    negative_size_fails: bool
+    offset_in_file: bool
+    text: str
+
+
+def recovery_rules(version: BrokerVersion | str, crashed: bool = False, check_offset: bool = False) -> RecoveryRules:
+    """The recovery a broker of `version` runs on the dump: recoverAbnormally when it `crashed` (an abort file),
+    else recoverNormally; `check_offset` is broker.conf's checkCommitLogOffsetOnRecover (read from 5.5.0)."""
+    v = _version(version)
+    negative = v >= V5_5_1
+    offset = crashed and check_offset and v >= V5_5_0
+    walk = ("recoverAbnormally (the dump has an abort file: the broker did not shut down cleanly)" if crashed
+            else "recoverNormally (no abort file: a clean shutdown)")
+    if offset:
+        walk += ", with checkCommitLogOffsetOnRecover: a record whose PHYSICALOFFSET lies outside its file ends it"
+    elif crashed and check_offset:
+        walk += f"; checkCommitLogOffsetOnRecover is set but {v} has no such check (from 5.5.0)"
+    if negative:
+        walk += "; a negative TOTALSIZE ends the valid data even before a BLANK magic (5.5.1)"
+    return RecoveryRules(negative, offset, f"commit log recovery of {v}: {walk}")
+
+
 def rules_release(version: BrokerVersion | str) -> str:
     """Which tested release's rules a version follows, in words for a summary."""
     v = _version(version)
     follows = registry_rules(v).release
     return str(v) if v == follows else f"{v} (the filter registry rules of {follows}, the nearest tested release)"
+
+
+# The releases whose rules the project tells apart: a rule changes at each of them (registry at 5.5.1, RocksDB
+# paging at 5.5.0, config dialect at 5.4.0); detection names the oldest of them the dump's marks allow.
+MODELLED = (V5_3_3, V5_4_0, V5_5_0, V5_5_1)
+
+
+def detect(store) -> tuple[BrokerVersion | None, str]:
+    """The oldest modelled release consistent with what the dump's files show (a `StoreDir`), and the evidence in
+    words; (None, why) when nothing in the dump tells (`filterlib.store.releasemarks`)."""
+    from filterlib.store import releasemarks
+
+    found = releasemarks.marks(store)
+    if found:
+        newest = max(BrokerVersion.parse(m.since) for m in found)
+        said = [m.text for m in found if BrokerVersion.parse(m.since) == newest]
+        later = [str(v) for v in MODELLED if v > newest]
+        tail = (f"; a {' or '.join(later)} broker can leave the same marks: pass --broker-version if it was one"
+                if later else "")
+        return newest, "; ".join(said) + tail
+    older = releasemarks.pre_540(store)
+    if older is not None:
+        return V5_3_3, older + " (a release before 5.4.0: 5.3.3's rules)"
+    return None, "nothing in the dump tells"

@@ -184,8 +184,8 @@ DUMPS = Table("dumps", "one row per dump", ("dump_id",), (DUMP_ID, *_cols(
     ("records", LONG, "records decoded"),
     ("units", LONG, "consume-queue units rebuilt"),
     ("queues", INT, "queues rebuilt"),
-    ("broker_version", STR, "the `--broker-version` the dump was replayed as (job 2's default); null in rows "
-                            "written before the column existed"))))
+    ("broker_version", STR, "the release the dump was replayed as (`--broker-version`, else detected, else 5.3.3; "
+                            "job 2's default); null in rows written before the column existed"))))
 
 QUEUE_DIFF = Table("queue_diff", "one row per unit where the rebuild and the dump's own queues differ (`--verify`)",
                    ("dump_id", "topic", "queue_id", "queue_offset"), (DUMP_ID, *described(DIFF_SCHEMA, {

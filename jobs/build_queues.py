@@ -48,15 +48,15 @@ from jobs.cli import (
     add_run_args,
     add_session_args,
     apply_writer_conf,
-    broker_version_of,
+    config_or_note,
     dump_id_of,
     dump_registry,
     job_logger,
     load_defaults,
     open_store,
     read_subscriptions,
+    resolve_version,
     run_main,
-    version_hint,
 )
 from jobs.decode_tasks import (
     DECODED_SCHEMA,
@@ -114,7 +114,7 @@ class Inputs:
     export_cq: str | None = None
     verify: bool = False
     broker_version: str = brokerversion.DEFAULT
-    broker_version_given: bool = False
+    version_line: str = ""
     bodies: bool = False
 
 
@@ -202,6 +202,8 @@ class Summary:
     failed_filters: list[dict] = field(default_factory=list)
     filter_rule: str = ""
     broker_version: str = brokerversion.DEFAULT
+    version_line: str = ""
+    recovery_line: str = ""
     issues: list[str] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -222,10 +224,11 @@ class Summary:
                "message bodies: written to messages (--bodies)" if self.bodies else
                "message bodies: not written (messages keeps body_size and body_error; the bodies stay in the dump, "
                "read back by commit_log_offset: filterlib.store.bodies, explain; --bodies writes them)",
+               *([self.version_line] if self.version_line else []),
                f"records {self.records:,}; consume-queue units {self.units:,} in {self.queues} queues; "
                f"ext {'on' if self.ext else 'off'}, bitmaps {'on' if self.calc_bitmap else 'off'} "
                f"({self.bitmaps_written:,} written)",
-               f"damaged ranges: {len(self.damaged)}"]
+               f"damaged ranges: {len(self.damaged)}" + (f" ({self.recovery_line})" if self.recovery_line else "")]
         out += [f"  {d['path']} at {d['damage_offset']} ({d['damage_length']} bytes): {d['damage_reason']}"
                 for d in self.damaged]
         if self.fallbacks:
@@ -289,7 +292,8 @@ def parser() -> argparse.ArgumentParser:
                         "outlives its dump; by default the body column is null and the bodies stay in the dump "
                         "(body_size, body_crc, sys_flag and body_error are written either way; explain reads a body "
                         "back from the store the dumps table names)")
-    add_broker_version_arg(p, f"default {brokerversion.DEFAULT}; recorded in the dumps table for job 2")
+    add_broker_version_arg(p, f"default: the release the dump's files show (brokerversion.detect), else "
+                              f"{brokerversion.DEFAULT}; recorded in the dumps table for job 2")
     add_session_args(p, DEFAULTS, "split_bytes, batch_rows, check_crc, units_per_partition, master, spark_conf "
                                   "for a session the job starts itself, parquet_conf set on the session for the "
                                   "Parquet writers")
@@ -342,9 +346,9 @@ def validate(args: argparse.Namespace) -> Inputs:
             store.rocksdb_queues().close()
         except StoreFormatError as e:
             raise InputError(f"{e}; --verify cannot compare the rebuild with it") from None
+    version, version_line = resolve_version(args.broker_version, store)
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
-                  bool(check), export, args.verify, broker_version_of(args.broker_version),
-                  args.broker_version is not None, args.bodies)
+                  bool(check), export, args.verify, version, version_line, args.bodies)
 
 
 def _check_export_dir(path: str, store_root: str) -> str:
@@ -471,14 +475,12 @@ def _export(spark: SparkSession, units: DataFrame, inputs: Inputs, summary: Summ
     return ExportResult(final, sorted((r.asDict() for r in rows), key=lambda q: (q["topic"], q["queue_id"])))
 
 
-def _known_groups(inputs: Inputs, reg: RegistryLoad) -> tuple[str, ...]:
+def _known_groups(inputs: Inputs, reg: RegistryLoad, notes: list[str]) -> tuple[str, ...]:
     """Groups the dump knows of (subscriptionGroup.json, the registry, the subscriptions file): a bitmap bit of a
     (group, topic) the final registry lacks can only come from one of these."""
     groups = set(registry_groups(reg.registry)) | {s.group for s in inputs.subscriptions}
-    try:
-        table = inputs.store.config("subscriptionGroup")
-    except StoreFormatError as e:
-        raise InputError(f"{e}: the groups --verify explains bitmaps by cannot be read") from None
+    table = config_or_note(inputs.store, "subscriptionGroup", "--verify explains bitmaps by the groups of the "
+                                                              "registry and the subscriptions file only", notes)
     if isinstance(table, dict):
         groups |= set((table.get("subscriptionGroupTable") or {}).keys())
     return tuple(sorted(groups))
@@ -508,7 +510,7 @@ def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: Registry
     pairs = (r.join(d, on=QUEUE_KEY, how="full_outer")
              .where(F.col("r_present").isNull() | F.col("d_present").isNull() | ~same)
              .fillna(False, subset=["r_present", "d_present"]))
-    ctx = VerifyContext(registry_spec(reg.registry), _known_groups(inputs, reg))
+    ctx = VerifyContext(registry_spec(reg.registry), _known_groups(inputs, reg, summary.issues))
     diff = (pairs.mapInArrow(diff_units(ctx), spark_ddl(DIFF_SCHEMA))
             .persist(StorageLevel.MEMORY_AND_DISK))
     per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
@@ -573,8 +575,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext, broker_version=inputs.broker_version,
                       bodies=inputs.bodies)
     summary.issues += inputs.store.issues
-    if not inputs.broker_version_given and (hint := version_hint(inputs.store)):
-        summary.issues.append(hint)
+    summary.version_line = inputs.version_line
     has_ext_dir = sfs.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
     if has_ext_dir and not ext:
         summary.issues.append("the dump has consumequeue_ext/ but enableConsumeQueueExt is off "
@@ -592,9 +593,13 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
     target = _messages_target(spark, inputs)
+    recovery = brokerversion.recovery_rules(inputs.broker_version, sfs.isfile(os.path.join(inputs.store.root, "abort")),
+                                            conf.checkCommitLogOffsetOnRecover)
+    summary.recovery_line = recovery.text
     ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
                       int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry),
-                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies, target, parquet_codec(spark))
+                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies, target, parquet_codec(spark),
+                      recovery.negative_size_fails, recovery.offset_in_file)
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]

@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 from filterlib import brokerversion
 from filterlib.dumpregistry import RegistryLoad, load_registry
 from filterlib.errors import StoreFormatError
-from filterlib.store import fastjson
 from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
@@ -302,17 +301,26 @@ def broker_version_of(given: str | None, default: str = brokerversion.DEFAULT) -
         raise InputError(f"--broker-version: {e}") from None
 
 
-def version_hint(store: StoreDir) -> str | None:
-    """A sentence when the dump's config files show a newer broker than the default release: files laid out by
-    fastjson2 were written by RocketMQ 5.4.0 or later."""
-    for name in ("topics.json", "subscriptionGroup.json", "consumerOffset.json"):
-        path = os.path.join(store.root, "config", name)
-        if not sfs.isfile(path):
-            continue
-        if fastjson.written_dialect(sfs.read_bytes(path).decode("utf-8", errors="replace")) == fastjson.FASTJSON2:
-            return (f"{path} is laid out by fastjson2: the dump comes from RocketMQ 5.4.0 or later, replayed with "
-                    f"{brokerversion.DEFAULT}'s rules; pass --broker-version (e.g. 5.5.1) for the release's own")
-    return None
+def resolve_version(given: str | None, store: StoreDir) -> tuple[str, str]:
+    """The release to replay (the flag's, else the one the dump's files show, else the default) and a summary line
+    saying which and why (`brokerversion.detect`); InputError when the flag is not a release number."""
+    if given is not None:
+        version = broker_version_of(given)
+        return version, f"broker version {version} (given by --broker-version)"
+    found, evidence = brokerversion.detect(store)
+    if found is None:
+        return brokerversion.DEFAULT, f"broker version {brokerversion.DEFAULT} (default: {evidence})"
+    return str(found), f"broker version {found} (detected: {evidence})"
+
+
+def config_or_note(store: StoreDir, name: str, instead: str, notes: list[str]) -> Any | None:
+    """The dump's config/<name> (`StoreDir.config`), or None with one sentence in `notes` naming what cannot be read
+    (e.g. config/rdb/, configManagerVersion=v2's one RocksDB database) and what the job does `instead`."""
+    try:
+        return store.config(name)
+    except StoreFormatError as e:
+        notes.append(f"{e}: {instead}")
+        return None
 
 
 def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = (),
@@ -325,11 +333,14 @@ def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = (),
     topic_exists = None
     notes = []
     if rules.requires_topic_config:
-        table = store.config("topics")
-        if table is None:
+        unread: list[str] = []
+        table = config_or_note(store, "topics", f"every topic is taken as present ({version} registers a SQL92 "
+                                                f"filter only for a topic of its topic table)", unread)
+        notes += unread
+        if table is None and not unread:
             notes.append(f"{version}: the broker registers a SQL92 filter only for a topic of its topic table, and "
                          f"the dump has no readable config/topics.json: every topic is taken as present")
-        else:
+        elif table is not None:
             topic_exists = set(table.get("topicConfigTable") or {}).__contains__
     try:
         out = load_registry(store, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,

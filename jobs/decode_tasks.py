@@ -88,11 +88,14 @@ class TaskContext:
     """Where tasks write the messages Parquet files themselves; None: the rows go to Spark (`message` column)."""
     compression: str = "snappy"
     """The Parquet codec of those files (the session's spark.sql.parquet.compression.codec, in pyarrow's words)."""
+    negative_size_fails: bool = False
+    offset_in_file: bool = False
 
     def options(self) -> ScanOptions:
-        """The scan options of every task."""
+        """The scan options of every task (the release's recovery checks: `brokerversion.recovery_rules`)."""
         return ScanOptions(check_crc=self.check_crc, want_body=True if self.bodies else COMPRESSED_ONLY,
-                           batch_rows=self.batch_rows, delay_levels=list(self.delay_levels))
+                           batch_rows=self.batch_rows, delay_levels=list(self.delay_levels),
+                           negative_size_fails=self.negative_size_fails, offset_in_file=self.offset_in_file)
 
 
 _dispatchers: dict[str, Dispatcher] = {}

@@ -67,14 +67,15 @@ from jobs.cli import (
     add_session_args,
     apply_writer_conf,
     broker_version_of,
+    config_or_note,
     dump_id_of,
     dump_registry,
     job_logger,
     load_defaults,
     open_store,
     read_subscriptions,
+    resolve_version,
     run_main,
-    version_hint,
 )
 from jobs.delta_io import read_dump, replace_dump, table_path
 from jobs.pull_tasks import (
@@ -125,6 +126,7 @@ class Inputs:
     refused: list[WhatIfRefused] = field(default_factory=list)
     subscriptions_path: str | None = None
     broker_version: str | None = None
+    version_line: str = ""
 
 
 @dataclass
@@ -146,6 +148,7 @@ class Summary:
     what_if: list[dict] = field(default_factory=list)
     refused: list[WhatIfRefused] = field(default_factory=list)
     broker_version: str = brokerversion.DEFAULT
+    version_line: str = ""
 
     def lines(self) -> list[str]:
         """The human summary: one block per subscription, then the totals."""
@@ -154,6 +157,8 @@ class Summary:
                f"from the {self.queues_source} "
                f"({'the broker’s own files' if self.queues_source == DUMP else 'job 1’s consume_queue table'}), "
                f"pulls from the {self.start} offset; {len(self.plans)} subscriptions over {self.queues} queues"]
+        if self.version_line:
+            out.append(self.version_line)
         for s in self.stats:
             head = f"  {s['consumer_group']} on {s['topic']} [{s['subscription_type']} {s['expression']!r}, " \
                    f"{s['path']}, {s['source']}]"
@@ -235,8 +240,8 @@ def parser() -> argparse.ArgumentParser:
                         "candidate is pulled as a posted subscription (exact SQL92, no bloom bits); the other "
                         "tables are not changed by it. A candidate that does not compile is reported with its "
                         "position and reason and skipped")
-    add_broker_version_arg(p, f"default: what job 1 recorded for the dump when --store is not given, else "
-                              f"{brokerversion.DEFAULT}")
+    add_broker_version_arg(p, f"default: what job 1 recorded for the dump when --store is not given, else the "
+                              f"release the dump's files show (brokerversion.detect), else {brokerversion.DEFAULT}")
     add_session_args(p, DEFAULTS)
     add_run_args(p)
     return p
@@ -273,8 +278,11 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
 
     from pyspark.errors import AnalysisException
 
+    if inputs.store is not None and inputs.version_line:  # resolved already (run_main's resolve, then run)
+        return inputs
     if inputs.store is not None:
-        return replace(inputs, broker_version=inputs.broker_version or brokerversion.DEFAULT)
+        version, line = resolve_version(inputs.broker_version, inputs.store)
+        return replace(inputs, broker_version=version, version_line=line)
     try:
         dumps = (read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id) if inputs.dump_id is not None
                  else spark.read.format("delta").load(table_path(inputs.warehouse, "dumps")))
@@ -290,9 +298,12 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
     broker_conf = inputs.broker_conf or row.broker_conf
     subs_path = inputs.subscriptions_path or row.subscriptions
     log.info("store from the dumps table: %s (broker.conf %s, subscriptions %s)", row.store, broker_conf, subs_path)
-    version = inputs.broker_version or row.asDict().get("broker_version") or brokerversion.DEFAULT
-    return replace(inputs, store=open_store(row.store, broker_conf), dump_id=row.dump_id, broker_conf=broker_conf,
-                   broker_version=version,
+    store = open_store(row.store, broker_conf)
+    recorded = None if inputs.broker_version else row.asDict().get("broker_version")
+    version, line = ((recorded, f"broker version {recorded} (recorded by job 1 in the dumps table)") if recorded
+                     else resolve_version(inputs.broker_version, store))
+    return replace(inputs, store=store, dump_id=row.dump_id, broker_conf=broker_conf,
+                   broker_version=version, version_line=line,
                    subscriptions=inputs.subscriptions if inputs.subscriptions_path else read_subscriptions(subs_path),
                    subscriptions_path=subs_path)
 
@@ -562,18 +573,20 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     t0 = time.monotonic()
     sc = spark.sparkContext
     apply_writer_conf(spark, inputs.defaults)
-    version_given = inputs.broker_version is not None
     inputs = resolve_store(spark, inputs)
     conf = inputs.store.conf
-    summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version)
+    summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version,
+                      version_line=inputs.version_line)
     summary.notes += inputs.store.issues
-    if not version_given and inputs.broker_version == brokerversion.DEFAULT and (hint := version_hint(inputs.store)):
-        summary.notes.append(hint)
     messages, body_checks = _messages(spark, inputs)
     reg = _registry(inputs, as_job1=inputs.queues == REBUILT)
     summary.notes += reg.issues
+    unread: list[str] = []
+    lite_unknown = "a Lite Topic subscription cannot be told apart: every subscription is replayed as an ordinary one"
     subs, lite = not_replayed(dump_subscriptions(inputs.subscriptions, reg.registry),
-                              inputs.store.config("topics"), inputs.store.config("subscriptionGroup"))
+                              config_or_note(inputs.store, "topics", lite_unknown, unread),
+                              config_or_note(inputs.store, "subscriptionGroup", lite_unknown, unread))
+    summary.notes += list(dict.fromkeys(unread))
     summary.notes += lite
     twice = sorted({f"({s.group}, {s.topic})" for s, _ in subs
                     if sum((o.group, o.topic) == (s.group, s.topic) for o, _ in subs) > 1})

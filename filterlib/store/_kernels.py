@@ -46,12 +46,19 @@ ST_LENGTH_MISMATCH = _cl.LENGTH_MISMATCH
 ST_FIELD_OUT_OF_BOUNDS = _cl.FIELD_OUT_OF_BOUNDS
 ST_NEGATIVE_TOPIC_LENGTH = _cl.NEGATIVE_TOPIC_LENGTH
 ST_BAD_DELAY_LEVEL = _cl.BAD_DELAY_LEVEL
+ST_NEGATIVE_TOTAL_SIZE = _cl.NEGATIVE_TOTAL_SIZE
+ST_OFFSET_OUTSIDE_FILE = _cl.OFFSET_OUTSIDE_FILE
 ST_BLANK = 100
 ST_NEED_MORE = 101
 ST_RANGE_END = 102
 ST_BATCH_FULL = 103
 ST_EOF = 104
 ST_NOT_FOUND = 105
+
+# The `checks` bits the kernels take (`ScanOptions.checks`): what the release's recovery walk checks per record.
+CHECK_CRC = 1  # checkCRCOnRecover: the body CRC
+NEGATIVE_SIZE_FAILS = 2  # 5.5.1: TOTALSIZE < 0 fails before the magic code is read
+OFFSET_IN_FILE = 4  # 5.5.0 on, recovery after a crash with checkCommitLogOffsetOnRecover: PHYSICALOFFSET in the file
 
 SCHEDULE_TOPIC = np.frombuffer(_cl.SCHEDULE_TOPIC.encode(), dtype=np.uint8).copy()
 HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
@@ -118,18 +125,21 @@ def crc32(b, p, n, tab):
 
 
 @njit(cache=True)
-def check_record(b, p, at_eof, file_rem, check_crc, tab):
-    """Validate the record at p like checkMessageAndReturnSize.
+def check_record(b, p, at_eof, file_rem, checks, tab):
+    """Validate the record at p like checkMessageAndReturnSize (`checks`: CHECK_CRC | NEGATIVE_SIZE_FAILS bits).
 
     Returns (status, total, sysflag, body_off, body_len, topic_off, topic_len, props_off, props_len);
     status ST_OK, ST_BLANK, ST_NEED_MORE or a failure reason. file_rem = file bytes from p to the file's end.
     """
+    checks = np.int64(checks)
     n = len(b)
     if file_rem <= 4:
         return ST_TRUNCATED_HEADER, -1, 0, 0, 0, 0, 0, 0, 0
     if p + 4 > n:
         return ST_NEED_MORE, 8, 0, 0, 0, 0, 0, 0, 0
     total = be32(b, p)
+    if checks & NEGATIVE_SIZE_FAILS and total < 0:
+        return ST_NEGATIVE_TOTAL_SIZE, -1, 0, 0, 0, 0, 0, 0, 0
     t4 = total - 4
     if t4 < -2147483648:
         t4 += 4294967296
@@ -170,7 +180,7 @@ def check_record(b, p, at_eof, file_rem, check_crc, tab):
             if body_len <= total and need_more:
                 return ST_NEED_MORE, total, 0, 0, 0, 0, 0, 0, 0
             return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
-        if check_crc:
+        if checks & CHECK_CRC:
             if crc32(b, p + q, body_len, tab) != be32(b, p + 8):
                 return ST_CRC_MISMATCH, -1, 0, 0, 0, 0, 0, 0, 0
         q += body_len
@@ -455,7 +465,15 @@ def last_nonzero(b, lo, hi):
 
 
 @njit(cache=True)
-def find_first(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, tab):
+def offset_outside(b, p, file_base, file_size):
+    """True when the PHYSICALOFFSET of the record at p lies outside [file_base, file_base + file_size], the range
+    5.5.0's recoverAbnormally accepts with checkCommitLogOffsetOnRecover."""
+    phys = be64(b, p + 28)
+    return phys < file_base or phys > file_base + file_size
+
+
+@njit(cache=True)
+def find_first(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab):
     """First position in [pos, end) holding a valid record whose PHYSICALOFFSET equals its own global offset.
 
     buf_off = file offset of b[0]. Returns (status, position): ST_OK, ST_NOT_FOUND, or ST_NEED_MORE with the
@@ -468,7 +486,7 @@ def find_first(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, ta
         if b[p + 4] == 0xDA and b[p + 5] == 0xA3 and b[p + 6] == 0x20 and (b[p + 7] == 0xA7 or b[p + 7] == 0xAB):
             if be64(b, p + 28) == file_base + buf_off + p:
                 st, total, sf, bo, bl, to, tl, po, pl = check_record(b, p, at_eof, file_size - buf_off - p,
-                                                                     check_crc, tab)
+                                                                     checks, tab)
                 if st == ST_NEED_MORE:
                     return ST_NEED_MORE, p
                 if st == ST_OK:
@@ -563,7 +581,7 @@ def props_pairs(b, a, n, pairs):
 
 
 @njit(cache=True)
-def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, tab, delay_ms, want_body, avail,
+def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab, delay_ms, want_body, avail,
                  fixed_i64, fixed_i32, slow, body_off, body_data, topic_off, topic_data, host_off, host_data,
                  msgid_off, msgid_data, map_off, key_off, key_data, val_off, val_data, spec_off, spec_valid,
                  spec_data):
@@ -620,7 +638,9 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, check_crc, 
             status = ST_BATCH_FULL
             break
         st, total, sysflag, bo, bl, to, tl, po, pl = check_record(b, pos, at_eof, file_size - buf_off - pos,
-                                                                  check_crc, tab)
+                                                                  checks, tab)
+        if st == ST_OK and np.int64(checks) & OFFSET_IN_FILE and offset_outside(b, pos, file_base, file_size):
+            st = ST_OFFSET_OUTSIDE_FILE
         if st != ST_OK:
             status = st
             break

@@ -111,6 +111,7 @@ class BrokerFilterConf:
     mappedFileSizeConsumeQueueExt: int = DEFAULT_EXT_FILE_SIZE
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     checkCRCOnRecover: bool = True
+    checkCommitLogOffsetOnRecover: bool = False
     enableMultiDispatch: bool = False
     enableLmq: bool = False
     storePathRootDir: str = ""

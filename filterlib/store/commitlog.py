@@ -51,6 +51,8 @@ LENGTH_MISMATCH = 5
 FIELD_OUT_OF_BOUNDS = 6
 NEGATIVE_TOPIC_LENGTH = 7
 BAD_DELAY_LEVEL = 8
+NEGATIVE_TOTAL_SIZE = 9
+OFFSET_OUTSIDE_FILE = 10
 REASONS = {
     TRUNCATED_HEADER: "fewer than 5 bytes left for a record header",
     SIZE_EXCEEDS_FILE: "TOTALSIZE runs past the end of the file",
@@ -60,6 +62,9 @@ REASONS = {
     FIELD_OUT_OF_BOUNDS: "a field runs past the end of the file or of the record",
     NEGATIVE_TOPIC_LENGTH: "negative topic length",
     BAD_DELAY_LEVEL: "DELAY property of a SCHEDULE_TOPIC_XXXX record is not a Java int",
+    NEGATIVE_TOTAL_SIZE: "negative TOTALSIZE (5.5.1 fails it before reading the magic code, a BLANK's included)",
+    OFFSET_OUTSIDE_FILE: "PHYSICALOFFSET outside the file (recovery after a crash with checkCommitLogOffsetOnRecover, "
+                         "5.5.0 on)",
 }
 
 
@@ -161,8 +166,10 @@ class Record:
 
 
 def decode_record(buf: bytes | memoryview, pos: int, *, check_crc: bool = False,
-                  delay_levels: list[int] | None = None) -> tuple[int, int, Record | None]:
-    """Validate and decode the record at `pos` like checkMessageAndReturnSize.
+                  delay_levels: list[int] | None = None, negative_size_fails: bool = False
+                  ) -> tuple[int, int, Record | None]:
+    """Validate and decode the record at `pos` like checkMessageAndReturnSize (5.5.1's with negative_size_fails:
+    a negative TOTALSIZE fails before the magic code is read).
 
     Returns (status, size, record): status OK with the record; OK with size 0 and None for a BLANK filler;
     otherwise a reason code (REASONS) with size -1.
@@ -172,6 +179,8 @@ def decode_record(buf: bytes | memoryview, pos: int, *, check_crc: bool = False,
     if rem <= 4:
         return TRUNCATED_HEADER, -1, None
     (total,) = struct.unpack_from(">i", buf, pos)
+    if negative_size_fails and total < 0:
+        return NEGATIVE_TOTAL_SIZE, -1, None
     size_left = total - 4 if total - 4 >= -(1 << 31) else total - 4 + (1 << 32)  # Java int: totalSize - 4 wraps
     if rem - 4 < size_left:
         return SIZE_EXCEEDS_FILE, -1, None

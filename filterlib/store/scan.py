@@ -64,17 +64,26 @@ _BODY_MODES = {False: 0, True: 1, COMPRESSED_ONLY: 2}
 
 @dataclass
 class ScanOptions:
-    """How to scan: CRC check (checkCRCOnRecover), body column, batch rows, read chunk, delay table.
+    """How to scan: CRC check (checkCRCOnRecover), the release's recovery rules (`brokerversion.recovery_rules`),
+    body column, batch rows, read chunk, delay table.
 
     want_body: True fills `body` for every row; False leaves it null; COMPRESSED_ONLY fills it only where sysflag
     says compressed (what checking the client's decode needs). `body_size` is filled in every mode."""
 
     check_crc: bool = False
+    negative_size_fails: bool = False
+    offset_in_file: bool = False
     want_body: bool | str = True
     batch_rows: int = DEFAULT_BATCH_ROWS
     batch_bytes: int = 16 << 20
     chunk_bytes: int = DEFAULT_CHUNK
     delay_levels: Sequence[int] | None = None
+
+    @property
+    def checks(self) -> int:
+        """The kernels' per-record check bits (K.CHECK_CRC, K.NEGATIVE_SIZE_FAILS, K.OFFSET_IN_FILE)."""
+        return ((K.CHECK_CRC if self.check_crc else 0) | (K.NEGATIVE_SIZE_FAILS if self.negative_size_fails else 0)
+                | (K.OFFSET_IN_FILE if self.offset_in_file else 0))
 
     def delay_table(self) -> np.ndarray:
         """delay_ms indexed by level (index 0 unused); its length - 1 is maxDelayLevel."""
@@ -466,7 +475,7 @@ class RangeScan:
         if start != 0:
             need = o.chunk_bytes
             while True:
-                st, p = K.find_first(buf, pos - boff, end - boff, boff, self.file_base, eof, fsize, o.check_crc,
+                st, p = K.find_first(buf, pos - boff, end - boff, boff, self.file_base, eof, fsize, o.checks,
                                      tab)
                 if st == K.ST_NEED_MORE:
                     newpos = boff + p
@@ -486,7 +495,7 @@ class RangeScan:
             first = int.from_bytes(buf[rel:rel + 4].tobytes(), "big", signed=True) if rel + 4 <= len(buf) else 0
             avail = min(avail, max(o.batch_bytes, first))
             cols = _Columns(o.batch_rows, avail, mode != 0)
-            res = K.decode_batch(buf, rel, end - boff, boff, self.file_base, eof, fsize, o.check_crc, tab, delay,
+            res = K.decode_batch(buf, rel, end - boff, boff, self.file_base, eof, fsize, o.checks, tab, delay,
                                  mode, avail, *cols.args())
             st, stop, rows = int(res[0]), int(res[1]), int(res[2])
             if rows:
@@ -532,11 +541,14 @@ class RangeScan:
         need = 1 << 16
         while True:
             buf, boff, eof = win.read(pos, need)
-            res = K.check_record(buf, 0, eof, self.file_size - pos, self.opts.check_crc, K.CRC_TABLE)
+            res = K.check_record(buf, 0, eof, self.file_size - pos, self.opts.checks, K.CRC_TABLE)
             st = int(res[0])
             if st == K.ST_NEED_MORE:
                 need = max(need * 2, int(res[1]) + 16)
                 continue
+            if st == K.ST_OK and self.opts.offset_in_file and K.offset_outside(buf, 0, self.file_base,
+                                                                                self.file_size):
+                st = K.ST_OFFSET_OUTSIDE_FILE
             break
         if st == K.ST_OK:
             return

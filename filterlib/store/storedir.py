@@ -225,8 +225,9 @@ class StoreDir:
             return read_config_db(self.root, name)
         v2 = os.path.join(self.root, "config", "rdb")
         if db_path is not None and not (sfs.isfile(path) or sfs.isfile(path + ".bak")) and is_rocksdb_dir(v2):
-            raise StoreFormatError(f"no config/{name}.json, and config/rdb/ is the one RocksDB database of "
-                                   f"configManagerVersion=v2 (ConfigStorage), which is not read here", path=v2)
+            raise StoreFormatError("the dump keeps its topics, subscription groups and consumer offsets only in "
+                                   "config/rdb/, the one RocksDB database of configManagerVersion=v2 (ConfigStorage), "
+                                   "which is not read here", path=v2)
         errors: list[str] = []
         for text, p in self.config_texts(name):
             try:

@@ -9,6 +9,7 @@ package rmqref;
  *   bench IN.json OUT.json        warm single-threaded timing of SQL92 evaluate / bloom isHit
  *   scan  IN.json OUT.json        the recovery walk (checkMessageAndReturnSize) over commitlog files, damaged or not
  *   rebuild IN.json OUT.json      times the broker's own consume-queue rebuild (DefaultMessageStore.load) of a store
+ *   recover IN.json OUT.json      the broker's own recovery (normal or after a crash) of a copy of a store
  */
 public final class Main {
     private Main() {
@@ -16,7 +17,7 @@ public final class Main {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
-            System.err.println("usage: rmqref.Main eval|store|pull|bench|scan|rebuild INPUT OUTPUT");
+            System.err.println("usage: rmqref.Main eval|store|pull|bench|scan|rebuild|recover INPUT OUTPUT");
             System.exit(2);
         }
         int rc;
@@ -44,6 +45,8 @@ public final class Main {
                 return BenchMode.run(args[1], args[2]);
             case "rebuild":
                 return RebuildMode.run(args[1], args[2]);
+            case "recover":
+                return RecoverMode.run(args[1], args[2]);
             default:
                 System.err.println("unknown mode: " + args[0]);
                 return 2;

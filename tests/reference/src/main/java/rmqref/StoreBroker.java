@@ -46,6 +46,7 @@ final class StoreBroker {
         brokerConfig.setEnablePropertyFilter(bool(b, "enablePropertyFilter", true));
         brokerConfig.setFilterSupportRetry(bool(b, "filterSupportRetry", false));
         serverConfig.setListenPort(b.getIntValue("listenPort", 10911));
+        brokerConfig.setConfigManagerVersion(str(b, "configManagerVersion", brokerConfig.getConfigManagerVersion()));
 
         storeConfig.setStorePathRootDir(root.toString());
         storeConfig.setMappedFileSizeCommitLog(s.getIntValue("mappedFileSizeCommitLog", 65536));
@@ -60,13 +61,23 @@ final class StoreBroker {
         storeConfig.setStoreType(str(s, "storeType", storeConfig.getStoreType()));
 
         controller = new BrokerController(brokerConfig, serverConfig, new NettyClientConfig(), storeConfig);
+        if (configV2()) {
+            // configManagerVersion=v2: the controller's constructor picked the V2 managers over ONE RocksDB database,
+            // config/rdb/ (ConfigStorage), which BrokerController.initializeMetadata starts before their load().
+            loadConfig(configStorage().start(), "rdb");
+            loadConfig(controller.getTopicConfigManager().load(), "topics (v2)");
+            loadConfig(controller.getSubscriptionGroupManager().load(), "subscriptionGroups (v2)");
+            loadConfig(controller.getConsumerOffsetManager().load(), "consumerOffsets (v2)");
+        }
         if (storeConfig.isEnableRocksDBStore()) {
             // storeType=defaultRocksDB: the controller's constructor picked the RocksDB config managers (config/topics/,
             // config/subscriptionGroups/, config/consumerOffsets/), which open their databases only in load(), and
             // BrokerController.initializeMessageStore builds a RocksDBMessageStore (consume queues in RocksDB).
-            loadConfig(controller.getTopicConfigManager().load(), "topics");
-            loadConfig(controller.getSubscriptionGroupManager().load(), "subscriptionGroups");
-            loadConfig(controller.getConsumerOffsetManager().load(), "consumerOffsets");
+            if (!configV2()) {
+                loadConfig(controller.getTopicConfigManager().load(), "topics");
+                loadConfig(controller.getSubscriptionGroupManager().load(), "subscriptionGroups");
+                loadConfig(controller.getConsumerOffsetManager().load(), "consumerOffsets");
+            }
             store = new RocksDBMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
                 controller.getTopicConfigManager().getTopicConfigTable());
         } else {
@@ -101,6 +112,7 @@ final class StoreBroker {
         effectiveBroker.put("maxErrorRateOfBloomFilter", brokerConfig.getMaxErrorRateOfBloomFilter());
         effectiveBroker.put("enablePropertyFilter", brokerConfig.isEnablePropertyFilter());
         effectiveBroker.put("filterSupportRetry", brokerConfig.isFilterSupportRetry());
+        effectiveBroker.put("configManagerVersion", brokerConfig.getConfigManagerVersion());
         effectiveStore.put("mappedFileSizeCommitLog", storeConfig.getMappedFileSizeCommitLog());
         effectiveStore.put("mappedFileSizeConsumeQueue", storeConfig.getMappedFileSizeConsumeQueue());
         effectiveStore.put("mappedFileSizeConsumeQueueExt", storeConfig.getMappedFileSizeConsumeQueueExt());
@@ -121,6 +133,21 @@ final class StoreBroker {
 
     boolean rocksdb() {
         return storeConfig.isEnableRocksDBStore();
+    }
+
+    boolean configV2() {
+        return "v2".equals(brokerConfig.getConfigManagerVersion());
+    }
+
+    /** The controller's ConfigStorage (a protected field: the dormant controller never runs initializeMetadata). */
+    org.apache.rocketmq.common.config.AbstractRocksDBStorage configStorage() {
+        try {
+            java.lang.reflect.Field f = BrokerController.class.getDeclaredField("configStorage");
+            f.setAccessible(true);
+            return (org.apache.rocketmq.common.config.AbstractRocksDBStorage) f.get(controller);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("no BrokerController.configStorage", e);
+        }
     }
 
     /** Topics with consume queues: the store's queue table, plus (RocksDB) every configured topic. */
@@ -162,7 +189,9 @@ final class StoreBroker {
     /** Shuts the store down, then (RocksDB) closes the config databases so every write reaches their files. */
     void shutdown() {
         store.shutdown();
-        if (rocksdb()) {
+        if (configV2()) {
+            configStorage().shutdown();
+        } else if (rocksdb()) {
             controller.getTopicConfigManager().stop();
             controller.getSubscriptionGroupManager().stop();
             controller.getConsumerOffsetManager().stop();

@@ -1,0 +1,93 @@
+package rmqref;
+
+import com.alibaba.fastjson2.JSONObject;
+import java.io.IOException;
+import java.lang.reflect.Method;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.Comparator;
+import java.util.stream.Stream;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+/**
+ * `recover` mode: the broker's own recovery of a COPY of a store: DefaultMessageStore.load() after a clean shutdown
+ * (no abort file: CommitLog.recoverNormally) or after a crash (abort file: recoverAbnormally), with
+ * checkCommitLogOffsetOnRecover set where the release has that setting (5.5.0 on; found by reflection).
+ */
+final class RecoverMode {
+    private RecoverMode() {
+    }
+
+    static int run(String in, String out) throws Exception {
+        JSONObject req = JsonIn.readObject(Paths.get(in));
+        String storeDir = JsonIn.string(req, "storeDir");
+        if (storeDir == null) {
+            throw new IllegalArgumentException("storeDir is required");
+        }
+        boolean abort = req.getBooleanValue("abort", false);
+        Path tmp = Files.createTempDirectory("rmqref-recover");
+        try {
+            Path root = tmp.resolve("store");
+            copyTree(Paths.get(storeDir), root);
+            Files.deleteIfExists(root.resolve("lock"));
+            Files.deleteIfExists(root.resolve("abort"));
+            if (abort) {
+                Files.write(root.resolve("abort"), new byte[0]);
+            }
+            StoreBroker b = new StoreBroker(req.getJSONObject("broker"), req.getJSONObject("store"), root);
+            JSONObject result = new JSONObject();
+            result.put("abort", abort);
+            result.put("checkCommitLogOffsetOnRecover",
+                setting(b.storeConfig, "setCheckCommitLogOffsetOnRecover", req.getBoolean("checkCommitLogOffsetOnRecover")));
+            result.put("checkCRCOnRecover", b.storeConfig.isCheckCRCOnRecover());
+            boolean loaded = b.store.load();
+            result.put("loaded", loaded);
+            result.put("minPhyOffset", b.store.getMinPhyOffset());
+            result.put("maxPhyOffset", b.store.getMaxPhyOffset());
+            b.store.shutdown();
+            StoreMode.writeJson(Paths.get(out), result);
+        } finally {
+            deleteTree(tmp);
+        }
+        return 0;
+    }
+
+    /** Applies a boolean store setting when the release has it: "true"/"false", "absent" when it has none, null when
+     * not asked. */
+    private static String setting(MessageStoreConfig c, String setter, Boolean value) throws Exception {
+        if (value == null) {
+            return null;
+        }
+        Method m;
+        try {
+            m = MessageStoreConfig.class.getMethod(setter, boolean.class);
+        } catch (NoSuchMethodException e) {
+            return "absent";
+        }
+        m.invoke(c, value);
+        return String.valueOf(value);
+    }
+
+    private static void copyTree(Path src, Path dst) throws IOException {
+        try (Stream<Path> s = Files.walk(src)) {
+            for (Path p : s.toList()) {
+                Path t = dst.resolve(src.relativize(p).toString());
+                if (Files.isDirectory(p)) {
+                    Files.createDirectories(t);
+                } else {
+                    Files.copy(p, t, StandardCopyOption.REPLACE_EXISTING);
+                }
+            }
+        }
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        }
+    }
+}
