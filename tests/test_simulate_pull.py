@@ -200,9 +200,10 @@ def test_rerun_leaves_identical_tables(spark, replayed) -> None:
 
 
 def test_a_dump_whose_body_error_reads_back_null_still_equals_the_real_pull(spark, replayed) -> None:
-    """Rows of a dump written before job 1 had body_error read back null once a later dump added the column (the
-    schema merge): job 2 works the errors out itself, so the client_decode dump's messages with body_error nulled
-    still replay equal to the real pull, undecodable bodies included."""
+    """Rows of a dump written before job 1 had body_error (bodies always written then) read back null once a later
+    dump added the column (the schema merge): job 2 works the errors out itself from the bodies, so the
+    client_decode dump's messages with body_error nulled still replay equal to the real pull, undecodable bodies
+    included."""
     from pyspark.sql import functions as F
 
     from jobs.delta_io import replace_dump
@@ -210,7 +211,8 @@ def test_a_dump_whose_body_error_reads_back_null_still_equals_the_real_pull(spar
     wh, source = replayed["warehouse"], replayed["client_decode"]
     old = "client_decode_old"
     args = [old if a == "client_decode" else a for a in source["args"]]
-    built = [a for a in args if a != "--subscriptions" and not a.endswith("subs.json")]
+    # such a dump holds its bodies (job 1 wrote them then): --bodies
+    built = [a for a in args if a != "--subscriptions" and not a.endswith("subs.json")] + ["--bodies"]
     build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(built)))
     nulled = read_dump(spark, wh, "messages", old).withColumn("body_error", F.lit(None).cast("string"))
     replace_dump(nulled.localCheckpoint(), wh, "messages", old)
