@@ -232,7 +232,7 @@ def parser() -> argparse.ArgumentParser:
                         "candidate is pulled as a posted subscription (exact SQL92, no bloom bits); the other "
                         "tables are not changed by it. A candidate that does not compile is reported with its "
                         "position and reason and skipped")
-    add_broker_version_arg(p, f"default: what job 1 recorded for the dump when --store is not given, else the "
+    add_broker_version_arg(p, f"default: what job 1 recorded for the dump (read from the same store), else the "
                               f"release the dump's files show (brokerversion.detect), else {brokerversion.DEFAULT}")
     add_session_args(p, DEFAULTS)
     add_run_args(p)
