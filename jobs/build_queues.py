@@ -479,8 +479,11 @@ def _known_groups(inputs: Inputs, reg: RegistryLoad, notes: list[str]) -> tuple[
     """Groups the dump knows of (subscriptionGroup.json, the registry, the subscriptions file): a bitmap bit of a
     (group, topic) the final registry lacks can only come from one of these."""
     groups = set(registry_groups(reg.registry)) | {s.group for s in inputs.subscriptions}
-    table = config_or_note(inputs.store, "subscriptionGroup", "--verify explains bitmaps by the groups of the "
-                                                              "registry and the subscriptions file only", notes)
+    try:
+        table = config_or_note(inputs.store, "subscriptionGroup", "--verify explains bitmaps by the groups of the "
+                                                                  "registry and the subscriptions file only", notes)
+    except StoreFormatError as e:
+        raise InputError(f"{e}: the groups --verify explains bitmaps by cannot be read") from None
     if isinstance(table, dict):
         groups |= set((table.get("subscriptionGroupTable") or {}).keys())
     return tuple(sorted(groups))

@@ -314,11 +314,14 @@ def resolve_version(given: str | None, store: StoreDir) -> tuple[str, str]:
 
 
 def config_or_note(store: StoreDir, name: str, instead: str, notes: list[str]) -> Any | None:
-    """The dump's config/<name> (`StoreDir.config`), or None with one sentence in `notes` naming what cannot be read
-    (e.g. config/rdb/, configManagerVersion=v2's one RocksDB database) and what the job does `instead`."""
+    """The dump's config/<name> (`StoreDir.config`), or None with one sentence in `notes` when the dump keeps it only
+    in config/rdb/ (configManagerVersion=v2's one RocksDB database, not read), naming it and what the job does
+    `instead`; any other unreadable config raises StoreFormatError as before."""
     try:
         return store.config(name)
     except StoreFormatError as e:
+        if e.path != os.path.join(store.root, "config", "rdb"):
+            raise
         notes.append(f"{e}: {instead}")
         return None
 

@@ -240,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
                         "candidate is pulled as a posted subscription (exact SQL92, no bloom bits); the other "
                         "tables are not changed by it. A candidate that does not compile is reported with its "
                         "position and reason and skipped")
-    add_broker_version_arg(p, f"default: what job 1 recorded for the dump when --store is not given, else the "
+    add_broker_version_arg(p, f"default: what job 1 recorded for the dump (read from the same store), else the "
                               f"release the dump's files show (brokerversion.detect), else {brokerversion.DEFAULT}")
     add_session_args(p, DEFAULTS)
     add_run_args(p)
@@ -281,7 +281,9 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
     if inputs.store is not None and inputs.version_line:  # resolved already (run_main's resolve, then run)
         return inputs
     if inputs.store is not None:
-        version, line = resolve_version(inputs.broker_version, inputs.store)
+        recorded = None if inputs.broker_version else _recorded_version(spark, inputs)
+        version, line = ((recorded, f"broker version {recorded} (recorded by job 1 in the dumps table)") if recorded
+                         else resolve_version(inputs.broker_version, inputs.store))
         return replace(inputs, broker_version=version, version_line=line)
     try:
         dumps = (read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id) if inputs.dump_id is not None
@@ -306,6 +308,24 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
                    broker_version=version, version_line=line,
                    subscriptions=inputs.subscriptions if inputs.subscriptions_path else read_subscriptions(subs_path),
                    subscriptions_path=subs_path)
+
+
+def _recorded_version(spark: SparkSession, inputs: Inputs) -> str | None:
+    """The release job 1 recorded for this dump when it read the same store (None: no such row, or no table)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    try:
+        rows = (spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
+                .where(F.col("dump_id") == inputs.dump_id).limit(1).collect())
+    except AnalysisException:
+        return None
+    if not rows:
+        return None
+    row = rows[0].asDict()
+    root = inputs.store.root
+    same = row.get("store") in (root, os.path.abspath(root))
+    return row.get("broker_version") if same else None
 
 
 def _registry(inputs: Inputs, as_job1: bool) -> RegistryLoad:
