@@ -5,13 +5,14 @@ group of rows. No filter rule lives here: the tasks hand Arrow tables to `filter
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filterlib import matrix
+from filterlib import matrix, tables
 from filterlib.dispatch import registry_from_spec
 from filterlib.matrix import MATRIX_SCHEMA
 from filterlib.pull import PullConfig
@@ -28,18 +29,25 @@ CQ_SIDE = pa.schema(QUEUE_META + [f for f in UNITS_SCHEMA if f.name not in MESSA
 """A dump queue's units as read from its files, each row carrying its queue's min offset and units per file; a
 queue also gets one row with queue_offset null, so that an empty queue still gets its pulls."""
 
-MATRIX, DETAIL, PULL, COUNT = "matrix", "detail", "pull", "count"
+MATRIX, DETAIL, PULL, COUNT, FILE = "matrix", "detail", "pull", "count", "file"
 OUT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()), ("subscription_index", pa.int32()),
     *[f for f in MATRIX_SCHEMA], ("what_if_decisions", pa.binary()), ("scanned", pa.bool_()),
     ("detail", pa.string()),
     *[f for f in PULLS_SCHEMA if f.name != "plan"],
     ("counts", pa.list_(pa.int64())),
+    ("file", pa.string()),
 ])
 """What a queue's one replay emits, every kind in one schema (the other kinds' columns null): MATRIX rows (the
 unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
 `scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
-subscription (`filterlib.matrix.COUNT_FIELDS`)."""
+subscription (`filterlib.matrix.COUNT_FIELDS`). A task that writes its tables' Parquet files itself
+(`PullContext.targets`) emits FILE rows (`file`: the `delta_files.write_part` descriptor as JSON) in place of the
+MATRIX, DETAIL and PULL rows, and MATRIX rows only for a topic with what-if candidates (what the comparison reads)."""
+WRITTEN = {"pull_decisions": (tables.DECISION_MATRIX, ("dump_id", "topic", "queue_id", "queue_offset",
+                                                         "commit_log_offset")),
+           "decision_details": (tables.DECISION_DETAILS, ()), "pulls": (tables.PULLS, ())}
+"""The tables a replay task writes itself: (table, the columns Delta keeps file statistics for)."""
 
 
 def cq_side_ddl() -> str:
@@ -120,6 +128,11 @@ class PullContext:
     """{topic: (subscriptions, what-if candidates)} to the topic."""
     rocksdb_to_queue_end: bool = False
     """How the broker release pages RocksDB queues (`PullConfig.rocksdb_to_queue_end`)."""
+    current: int = 0
+    """Plans below this index are the run's subscriptions; from it on, what-if candidates (never written)."""
+    targets: dict = dataclasses.field(default_factory=dict)
+    """{table: delta_files.FileTarget} of WRITTEN when the tasks write their Parquet files themselves, else empty."""
+    dump_id: str = ""
 
 
 _filters: dict[str, dict] = {}
@@ -158,9 +171,59 @@ def replay_queues(ctx: PullContext):
         real, cand = ctx.widths.get(topic, (0, 0))
         out = matrix.replay_queue(filters, real + cand, units, min_offset, per_file,
                                   PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end))
+        if ctx.targets:
+            return written(ctx, out, topic, queue_id, real, cand)
         return compact(out, topic, queue_id, real, cand)
 
     return run
+
+
+def _with_head(t: pa.Table, dump_id: str, topic: str, queue_id: int, schema: pa.Schema) -> pa.Table:
+    """t's columns under the table's schema, dump_id / topic / queue_id filled in."""
+    n = t.num_rows
+    fill = {"dump_id": dump_id, "topic": topic, "queue_id": queue_id}
+    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else
+            pa.array([fill[f.name]] * n, f.type) for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand: int) -> pa.Table:
+    """One queue's compact output written as Parquet files by this task (`delta_files.write_part`: the run's
+    subscriptions' matrix rows, details and pulls), handed back as FILE rows beside the COUNT rows (and the MATRIX
+    rows of a topic with what-if candidates)."""
+    from jobs.delta_files import write_part
+
+    m, d, p = out.matrix, out.details, out.pulls
+    codes = matrix.codes_of(m, real + cand)
+    scanned = codes[:, :real].any(axis=1) if real else np.zeros(m.num_rows, bool)
+    mine = m.take(pa.array(np.flatnonzero(scanned))).set_column(
+        m.schema.get_field_index("decisions"), "decisions", matrix.matrix_column(codes[scanned][:, :real]))
+    groups = {int(obj["index"]): obj["group"] for obj in ctx.plans}
+    d = d.filter(pc.less(d.column("plan"), ctx.current)).rename_columns(
+        ["subscription_index" if n == "plan" else n for n in d.column_names])
+    p = p.filter(pc.less(p.column("plan"), ctx.current)).rename_columns(
+        ["subscription_index" if n == "plan" else n for n in p.column_names])
+    p = p.append_column("consumer_group", pa.array([groups[i] for i in p.column("subscription_index").to_pylist()],
+                                                   pa.string()))
+    files = []
+    for name, t in (("pull_decisions", mine), ("decision_details", d), ("pulls", p)):
+        table, stats = WRITTEN[name]
+        schema = table.arrow()
+        desc = write_part(ctx.targets[name], _with_head(t, ctx.dump_id, topic, queue_id, schema), schema, stats)
+        if desc is not None:
+            files.append(json.dumps(desc))
+    plans = sorted(out.counts)
+    parts = [_part(FILE, len(files), topic, queue_id, {"file": pa.array(files, pa.string())}),
+             _part(COUNT, len(plans), topic, queue_id, {
+                 "subscription_index": pa.array(plans, pa.int32()),
+                 "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64()))})]
+    if cand:
+        cols = {name: m.column(name) for name in m.column_names}
+        cols["decisions"] = matrix.matrix_column(codes[:, :real])
+        cols["what_if_decisions"] = matrix.matrix_column(codes[:, real:])
+        cols["scanned"] = pa.array(scanned)
+        parts.append(_part(MATRIX, m.num_rows, topic, queue_id, cols))
+    return pa.concat_tables(parts)
 
 
 def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array]) -> pa.Table:
@@ -169,7 +232,8 @@ def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array
             "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic]))
             .cast(pa.string()),
             "queue_id": pa.array(np.full(n, queue_id, dtype=np.int32))}
-    arrays = [head.get(f.name) or cols.get(f.name) or pa.nulls(n, f.type) for f in OUT_SCHEMA]
+    arrays = [head[f.name] if f.name in head else cols[f.name] if f.name in cols else pa.nulls(n, f.type)
+              for f in OUT_SCHEMA]
     return pa.Table.from_arrays([a.cast(f.type) for a, f in zip(arrays, OUT_SCHEMA, strict=True)], schema=OUT_SCHEMA)
 
 

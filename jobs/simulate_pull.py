@@ -77,13 +77,16 @@ from jobs.cli import (
     resolve_version,
     run_main,
 )
+from jobs.delta_files import commit_dump, file_target
 from jobs.delta_io import read_dump, replace_dump, table_path
 from jobs.pull_tasks import (
     COUNT,
     DETAIL,
+    FILE,
     MATRIX,
     PULL,
     QUEUE_TASK_DDL,
+    WRITTEN,
     PullContext,
     cq_side_ddl,
     out_ddl,
@@ -526,6 +529,17 @@ def subscription_positions(plans: list[Plan], current: int) -> tuple[dict[int, i
     return positions, {t: (w[0], w[1]) for t, w in widths.items()}
 
 
+def _file_targets(spark: SparkSession, warehouse: str, dump_id: str) -> dict:
+    """{table: delta_files.FileTarget} of the tables the replay tasks write themselves (pyarrow Parquet, one Delta
+    commit per table by the driver); empty for a warehouse delta_files cannot write (neither local nor s3a://):
+    then the replay's output is cached and each table written through Spark."""
+    try:
+        return {name: file_target(spark, warehouse, name, dump_id) for name in WRITTEN}
+    except ValueError as e:
+        log.info("tables written through Spark: %s", e)
+        return {}
+
+
 def _codes_df(spark: SparkSession, dump_id: str) -> DataFrame:
     """The decision code table (`filterlib.vocabulary.DECISION_CODES`) as the dump's decision_codes rows."""
     codes = codes_table()
@@ -646,22 +660,31 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
                           inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue))
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
 
-    # One replay per queue; its compact output (matrix rows, details, pulls, a count row per subscription) is
-    # cached once and each table written from it: no second replay, no read-back of the decisions to count.
+    # One replay per queue. Its tasks write the matrix, details and pulls as Parquet files themselves and hand back
+    # only the files and a count row per subscription; the driver commits each table once. Where they cannot write
+    # (a warehouse neither local nor s3a), the compact output is cached once and each table written from it. No
+    # second replay either way, and no read-back of the decisions to count.
     msg_side = messages.select("commit_log_offset", *MESSAGE_SIDE)
     joined = units.join(msg_side, "commit_log_offset", "left")
-    out = joined.groupBy("topic", "queue_id").applyInArrow(replay_queues(ctx), out_ddl()).persist(
-        StorageLevel.MEMORY_AND_DISK)
+    wh = inputs.warehouse
+    targets = _file_targets(spark, wh, inputs.dump_id)
+    ctx = replace(ctx, current=len(plans), targets=targets, dump_id=inputs.dump_id)
+    out = joined.groupBy("topic", "queue_id").applyInArrow(replay_queues(ctx), out_ddl())
+    if not targets or cand_plans:  # read more than once: the tables written from it, or the what-if comparison
+        out = out.persist(StorageLevel.MEMORY_AND_DISK)
     plans_df = spark.createDataFrame(
         [(p.index, p.group, p.type, p.expression) for p in all_plans],
         "subscription_index int, consumer_group string, subscription_type string, expression string")
     dump_id = F.lit(inputs.dump_id).alias("dump_id")
-    wh = inputs.warehouse
     mine = F.col("subscription_index") < len(plans)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues")
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
+                         f"{' and write their files' if targets else ''}")
+    small = out.where(((F.col("kind") == COUNT) & mine) | (F.col("kind") == FILE)).select(
+        "kind", "subscription_index", "counts", "file").collect()
     counts = {}
-    for r in out.where((F.col("kind") == COUNT) & mine).select("subscription_index", "counts").collect():
-        counts[r.subscription_index] = counts.get(r.subscription_index, 0) + np.asarray(r.counts, dtype=np.int64)
+    for r in small:
+        if r.kind == COUNT:
+            counts[r.subscription_index] = counts.get(r.subscription_index, 0) + np.asarray(r.counts, dtype=np.int64)
     agg = {i: dict(zip(COUNT_FIELDS, (int(x) for x in v), strict=True)) for i, v in counts.items()}
     summary.stats = _stats_rows(inputs, plans, agg, positions)
     summary.decisions = sum(a["units_scanned"] for a in agg.values())
@@ -669,16 +692,29 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary.pulls = sum(a["pulls"] for a in agg.values())
     log.info("decided: %d units, %d delivered, %d pulls", summary.decisions, summary.delivered, summary.pulls)
 
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pull_decisions (the decision matrix)")
-    matrix_df = out.where((F.col("kind") == MATRIX) & F.col("scanned")).select(dump_id, *MATRIX_COLUMNS)
-    summary.tables["pull_decisions"] = replace_dump(matrix_df, wh, "pull_decisions", inputs.dump_id, MATRIX_STATS)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_details")
-    details_df = out.where((F.col("kind") == DETAIL) & mine).select(dump_id, *DETAIL_COLUMNS)
-    summary.tables["decision_details"] = replace_dump(details_df, wh, "decision_details", inputs.dump_id)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
-    pulls_df = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(plans_df), "subscription_index").select(
-        dump_id, *PULL_COLUMNS)
-    summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
+    if targets:
+        by_uri = {t.table_uri: name for name, t in targets.items()}
+        files: dict[str, list[dict]] = {name: [] for name in targets}
+        for r in small:
+            if r.kind == FILE:
+                d = json.loads(r.file)
+                files[by_uri[d["table_uri"]]].append(d)
+        for name, (table, stats) in WRITTEN.items():
+            sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit {name} ({len(files[name])} files)")
+            commit_dump(spark, wh, name, inputs.dump_id, files[name], table.arrow(), stats)
+            summary.tables[name] = table_path(wh, name)
+    else:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pull_decisions (the decision matrix)")
+        matrix_df = out.where((F.col("kind") == MATRIX) & F.col("scanned")).select(dump_id, *MATRIX_COLUMNS)
+        summary.tables["pull_decisions"] = replace_dump(matrix_df, wh, "pull_decisions", inputs.dump_id,
+                                                        MATRIX_STATS)
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_details")
+        details_df = out.where((F.col("kind") == DETAIL) & mine).select(dump_id, *DETAIL_COLUMNS)
+        summary.tables["decision_details"] = replace_dump(details_df, wh, "decision_details", inputs.dump_id)
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
+        pulls_df = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(plans_df), "subscription_index").select(
+            dump_id, *PULL_COLUMNS)
+        summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_codes and group_stats")
     codes_df = _codes_df(spark, inputs.dump_id)
     summary.tables["decision_codes"] = replace_dump(codes_df, wh, "decision_codes", inputs.dump_id)
@@ -696,7 +732,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
             F.col("subscription_index").alias("plan"), "topic", "queue_id", "queue_offset", "commit_log_offset",
             "outcome")
         summary.what_if = _what_if(spark, inputs, all_decisions, messages, all_plans, compared, summary)
-    out.unpersist()
+    out.unpersist()  # a no-op when it was never persisted
     if body_checks is not None:
         body_checks.unpersist()
     record_run(spark, wh, PROG, inputs.dump_id, summary.tables, JOB1_TABLES)  # last: readers move to this run
