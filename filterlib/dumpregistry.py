@@ -10,15 +10,13 @@ broker set for removed filters (`dispatch.explain_bitmap`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from filterlib.brokerversion import RegistryRules
-from filterlib.javalang import java_utf8_decode
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager
 from filterlib.store import fastjson
-from filterlib.store import fs as sfs
+from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import REGISTERED, Subscription, register_missing
 
 DUMP = "consumerFilter.json"
@@ -58,16 +56,6 @@ class RegistryLoad:
         return [r for r in self.rows if not r["compiled"]]
 
 
-def _read_dump_text(config_dir: str) -> tuple[str | None, str | None]:
-    """(text, path) of consumerFilter.json, or of its .bak when the file is missing or empty (ConfigManager.load)."""
-    for p in (os.path.join(config_dir, DUMP), os.path.join(config_dir, DUMP + ".bak")):
-        if sfs.isfile(p):
-            text = java_utf8_decode(sfs.read_bytes(p))
-            if text:
-                return text, p
-    return None, None
-
-
 def _row(d: ConsumerFilterData, source: str, registered: bool, file_dead_time: int | None = None) -> dict:
     bloom = d.bloom_filter_data
     dead_time = d.dead_time if file_dead_time is None else file_dead_time
@@ -80,7 +68,7 @@ def _row(d: ConsumerFilterData, source: str, registered: bool, file_dead_time: i
             "bloom_bit_num": None if bloom is None else bloom.bit_num}
 
 
-def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int,
+def load_registry(store: StoreDir, max_error_rate: int, expect_consumer_num: int,
                   subscriptions: Sequence[Subscription] = (), rules: RegistryRules | None = None,
                   topic_exists: Callable[[str], bool] | None = None, calc_bitmap: bool = True) -> RegistryLoad:
     """Load the dump's registry under the broker's bloom settings; without one, register the file's registered SQL92
@@ -92,29 +80,31 @@ def load_registry(store_root: str, max_error_rate: int, expect_consumer_num: int
     """
     out = RegistryLoad(ConsumerFilterManager(max_error_rate, expect_consumer_num, rules=rules,
                                              topic_exists=topic_exists, calc_bitmap=calc_bitmap))
-    text, path = _read_dump_text(os.path.join(store_root, "config"))
     file_dead: dict[tuple[str, str], int] = {}
-    if text is not None:
+    for text, path in store.config_texts(DUMP.removesuffix(".json")):
         try:
             raw = fastjson.loads(text) or {}
-            no_bloom = 0
-            for topic_obj in (raw.get("filterDataByTopic") or {}).values():
-                for group, obj in ((topic_obj or {}).get("groupFilterData") or {}).items():
-                    if obj is not None:
-                        file_dead[(obj.get("topic"), group)] = int(obj.get("deadTime") or 0)
-                        no_bloom += obj.get("bloomFilterData") is None
             fits = out.registry.decode(text)
-            out.dump_registry = path
-            if not fits and no_bloom:
-                out.issues.append(f"{path}: {no_bloom} records without bloom data (a 5.5.1 broker stores none while "
-                                  f"enableCalcFilterBitMap is off); the broker's load discards the whole registry, "
-                                  f"so no SQL92 filter of it survives a restart, and the replay loads none")
-            elif not fits:
-                out.issues.append(f"{path}: its bloom data does not fit maxErrorRateOfBloomFilter={max_error_rate}, "
-                                  f"expectConsumerNumUseFilter={expect_consumer_num}; the broker would load no "
-                                  f"filter, and neither does the rebuild")
         except ValueError as e:
-            out.issues.append(f"{path}: unreadable ({e}); the broker would start with no filters")
+            out.issues.append(f"{path}: unreadable ({e}); the broker goes on to its backup, else starts with no "
+                              f"filters")
+            continue
+        out.dump_registry = path
+        no_bloom = 0
+        for topic_obj in (raw.get("filterDataByTopic") or {}).values():
+            for group, obj in ((topic_obj or {}).get("groupFilterData") or {}).items():
+                if obj is not None:
+                    file_dead[(obj.get("topic"), group)] = int(obj.get("deadTime") or 0)
+                    no_bloom += obj.get("bloomFilterData") is None
+        if not fits and no_bloom:
+            out.issues.append(f"{path}: {no_bloom} records without bloom data (a 5.5.1 broker stores none while "
+                              f"enableCalcFilterBitMap is off); the broker's load discards the whole registry, "
+                              f"so no SQL92 filter of it survives a restart, and the replay loads none")
+        elif not fits:
+            out.issues.append(f"{path}: its bloom data does not fit maxErrorRateOfBloomFilter={max_error_rate}, "
+                              f"expectConsumerNumUseFilter={expect_consumer_num}; the broker would load no "
+                              f"filter, and neither does the rebuild")
+        break
     for d in out.registry.records():
         out.rows.append(_row(d, DUMP, True, file_dead.get((d.topic, d.consumer_group))))
     if out.dump_registry is not None:

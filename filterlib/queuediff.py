@@ -1,9 +1,8 @@
 """Job 1's `--verify`: a dump's own consume queues (consumequeue/ and consumequeue_ext/) against the rebuild, unit
 by unit, with a reason for every difference.
 
-`read_dump_queue` reads one queue as the broker's pull reads it, one consumequeue file at a time: the units each
-file holds up to the first that fails the recovery check, leading pre-blank fillers dropped, every ext address
-resolved to its ext unit (`consumequeue_ext.resolve_columns`, only the ext files the file's addresses need).
+`read_dump_queue` reads one queue as the broker's pull reads it (`filterlib.store.dumpqueue`, the reader job 2's
+replay uses too), as Arrow batches.
 `diff_batch` turns joined (rebuild, dump) unit pairs into `queue_diff` rows:
 
 - `missing`: the rebuild has a unit at this queue offset, the dump's consume queue has none;
@@ -18,7 +17,6 @@ mid-stream) account for it; any other difference is unexplained.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -26,10 +24,9 @@ import pyarrow as pa
 
 from filterlib.dispatch import explain_bitmap
 from filterlib.registry import ConsumerFilterManager
-from filterlib.store import fs as sfs
-from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, decode_units, queue_files, valid_count
-from filterlib.store.consumequeue_ext import is_ext_addr, resolve_columns, undecorate
-from filterlib.store.queues import ROCKSDB, RocksDBQueues, queue_kind
+from filterlib.store.consumequeue_ext import is_ext_addr, undecorate
+from filterlib.store.dumpqueue import read_chunks
+from filterlib.store.storedir import StoreDir
 
 DUMP_UNITS_SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -69,91 +66,26 @@ DIFF_SCHEMA = pa.schema([
 MISSING, EXTRA, DIFFERS = "missing", "extra", "differs"
 
 
-class _ExtFiles:
-    """A queue's ext files, loaded on demand and dropped once the (ascending) addresses have moved past them."""
-
-    def __init__(self, ext_dir: str):
-        listed = queue_files(ext_dir) if sfs.isdir(ext_dir) else []
-        self.paths = dict(listed)
-        self.first = listed[0][0] if listed else None
-        self.size = sfs.getsize(listed[0][1]) if listed else 1
-        self.loaded: dict[int, bytes] = {}
-
-    def for_fields(self, fields: np.ndarray) -> dict[int, bytes]:
-        """{start: bytes} of the files the ext addresses among `fields` point into (what `lookup` would read)."""
-        addrs = fields[fields <= -(1 << 31) - 1]
-        if not len(addrs) or self.first is None:
-            return {}
-        real = addrs - np.int64(-(1 << 63))
-        starts = set(np.unique(real - real % self.size).tolist())
-        if 0 in real and 0 not in self.paths:
-            starts.add(self.first)  # findMappedFileByOffset(0, true) falls back to the first file
-        need = {s for s in starts if s in self.paths}
-        for s in [s for s in self.loaded if s not in need]:
-            del self.loaded[s]
-        for s in need - set(self.loaded):
-            self.loaded[s] = sfs.read_bytes(self.paths[s])
-        return dict(self.loaded)
-
-
-def read_dump_queue(store_root: str, topic: str, queue_id: int, store_type: str = "default",
-                    min_phy_offset: int = 0) -> Iterator[pa.RecordBatch]:
-    """One queue of the dump as the pull reads it, one batch per consumequeue file (DUMP_UNITS_SCHEMA).
+def read_dump_queue(store: StoreDir, topic: str, queue_id: int) -> Iterator[pa.RecordBatch]:
+    """One queue of the dump as the pull reads it (`dumpqueue.read_chunks`), a batch per chunk (DUMP_UNITS_SCHEMA).
 
     tags_code is the tagsCode the filter gets (the ext unit's when the field is an ext address; null when an
     address resolves to no unit), cq_tags_field the CQ unit's own field; msg_store_time and filter_bitmap come
-    from the ext unit (null without one). A RocksDB dump (`queues.queue_kind` under the broker's storeType) has no
-    ext units: its units come in batches of `ROCKSDB_BATCH`, msg_store_time and filter_bitmap null.
+    from the ext unit (null without one; always null on a RocksDB queue, which has no ext units).
     """
-    if queue_kind(store_root, store_type) == ROCKSDB:
-        yield from _read_rocksdb_queue(store_root, topic, queue_id, min_phy_offset)
-        return
-    cq_dir = os.path.join(store_root, "consumequeue", topic, str(queue_id))
-    ext = _ExtFiles(os.path.join(store_root, "consumequeue_ext", topic, str(queue_id)))
-    leading = True
-    for start, path in queue_files(cq_dir):
-        units = decode_units(sfs.read_bytes(path))
-        units = units[:valid_count(units)]
-        qo = np.arange(len(units), dtype=np.int64) + start // CQ_STORE_UNIT_SIZE
-        offsets = units["offset"].astype(np.int64)
-        sizes = units["size"].astype(np.int64)
-        fields = units["tags_code"].astype(np.int64)
-        if leading:
-            real = np.flatnonzero(~((offsets == 0) & (sizes == PRE_BLANK_SIZE) & (fields == 0)))
-            first = int(real[0]) if len(real) else len(units)
-            qo, offsets, sizes, fields = qo[first:], offsets[first:], sizes[first:], fields[first:]
-            leading = len(real) == 0
-        if not len(qo):
+    for c in read_chunks(store, topic, queue_id):
+        n = len(c)
+        if not n:
             continue
-        cols = resolve_columns(fields, ext.for_fields(fields), ext.size)
-        n = len(qo)
+        cols = c.ext
         bitmaps = [bytes(cols.bitmaps[i, :cols.bitmap_length[i]]) if cols.has_ext[i] and cols.bitmap_length[i] > 0
                    else None for i in range(n)]
         yield pa.RecordBatch.from_arrays([
-            pa.array([topic] * n, pa.string()), pa.array(np.full(n, queue_id, dtype=np.int32)), pa.array(qo),
-            pa.array(offsets), pa.array(sizes.astype(np.int32)), pa.array(fields),
-            pa.array(cols.tags_code, mask=~cols.tags_code_legal),
+            pa.array([topic] * n, pa.string()), pa.array(np.full(n, queue_id, dtype=np.int32)),
+            pa.array(c.queue_offset), pa.array(c.commit_log_offset), pa.array(c.size.astype(np.int32)),
+            pa.array(c.tags_field), pa.array(cols.tags_code, mask=~cols.tags_code_legal),
             pa.array(cols.store_time, mask=~cols.has_ext), pa.array(bitmaps, pa.binary())],
             schema=DUMP_UNITS_SCHEMA)
-
-
-ROCKSDB_BATCH = 65536
-
-
-def _read_rocksdb_queue(store_root: str, topic: str, queue_id: int, min_phy_offset: int) -> Iterator[pa.RecordBatch]:
-    """A RocksDB queue's units (`queues.RocksDBQueues.columns`) as DUMP_UNITS_SCHEMA batches."""
-    with RocksDBQueues(os.path.join(store_root, "consumequeue"), min_phy_offset) as db:
-        cols = db.columns(topic, queue_id)
-    n = len(cols.queue_offset)
-    for lo in range(0, n, ROCKSDB_BATCH):
-        hi = min(n, lo + ROCKSDB_BATCH)
-        k = hi - lo
-        tags = cols.tags_code[lo:hi]
-        yield pa.RecordBatch.from_arrays([
-            pa.array([topic] * k, pa.string()), pa.array(np.full(k, queue_id, dtype=np.int32)),
-            pa.array(cols.queue_offset[lo:hi]), pa.array(cols.commit_log_offset[lo:hi]),
-            pa.array(cols.size[lo:hi].astype(np.int32)), pa.array(tags), pa.array(tags),
-            pa.nulls(k, pa.int64()), pa.nulls(k, pa.binary())], schema=DUMP_UNITS_SCHEMA)
 
 
 def _describe_field(field: str, r: dict, d: dict) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.brokerversion import RegistryRules, registry_rules
 from filterlib.errors import FilterError
-from filterlib.javalang import java_utf8_decode, java_utf8_encode
+from filterlib.javalang import java_utf8_encode
 from filterlib.store import fastjson
 from filterlib.tags import SQL92_TYPE, is_tag_type
 
@@ -339,21 +339,16 @@ class ConsumerFilterManager:
         return True
 
     def load(self, path: str | Path, now: int | None = None) -> bool:
-        """`ConfigManager.load`: the file, or its `.bak` when the file is missing, empty or unreadable."""
-        path = Path(path)
-        try:
-            text = _read_text(path)
-            if text:
+        """`ConfigManager.load`: the file, or its `.bak` when the file is missing, empty or does not decode."""
+        from filterlib.store.storedir import config_file_texts
+
+        for text, p in config_file_texts(str(path)):
+            try:
                 self.decode(text, now)
                 return True
-        except (OSError, ValueError):
-            pass
-        try:
-            text = _read_text(Path(str(path) + ".bak"))
-            if text:
-                self.decode(text, now)
-        except (OSError, ValueError):
-            return False
+            except ValueError:
+                if p.endswith(".bak"):  # loadBak() answers false only when the backup itself fails to decode
+                    return False
         return True
 
     def persist(self, path: str | Path, now: int | None = None, dialect: str = fastjson.FASTJSON) -> None:
@@ -364,11 +359,3 @@ class ConsumerFilterManager:
         if path.exists():
             path.replace(Path(str(path) + ".bak"))
         path.write_bytes(data)
-
-
-def _read_text(path: Path) -> str | None:
-    """`MixAll.file2String`: the UTF-8 text, or None when the file does not exist."""
-    if not path.exists():
-        return None
-    return java_utf8_decode(path.read_bytes())
-

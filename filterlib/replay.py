@@ -15,11 +15,9 @@ import pyarrow.compute as pc
 from filterlib import message_filter as mf
 from filterlib.engine.decide import Decisions, Units
 from filterlib.pull import Calls, PullConfig, pull_queue
-from filterlib.store import fs as sfs
 from filterlib.store.compression import body_errors
-from filterlib.store.consumequeue import read_queue_columns
-from filterlib.store.consumequeue_ext import ExtColumns, load_ext_files, resolve_columns
-from filterlib.store.queues import ROCKSDB
+from filterlib.store.consumequeue_ext import ExtColumns
+from filterlib.store.dumpqueue import concat_ext, read_chunks, units_per_file
 from filterlib.store.storedir import StoreDir
 
 
@@ -67,23 +65,18 @@ class Queue:
 
 
 def load_queue(store: StoreDir, topic: str, queue_id: int) -> Queue:
-    """The dump's own consume queue (and ext units) of (topic, queue_id), pre-blank fillers dropped; a RocksDB
-    queue (no ext units, paged by batch rather than by file: units_per_file 0) from its min offset."""
-    if store.queue_kind == ROCKSDB:
-        cols = store.queue_columns(topic, queue_id)
-        qo = cols.queue_offset
-        min_offset = int(qo[0]) if len(qo) else 0
-        ext = resolve_columns(cols.tags_code, {}, 1)
-        return Queue(topic, queue_id, min_offset, cols.commit_log_offset, cols.size, ext, 0)
-    qo, offsets, sizes, tags_field, per_file = read_queue_columns(store.queue_dir(topic, queue_id))
-    keep = np.flatnonzero(~((offsets == 0) & (sizes == 0x7FFFFFFF) & (tags_field == 0)))
-    first = int(keep[0]) if len(keep) else len(qo)
-    min_offset = int(qo[first]) if first < len(qo) else (int(qo[-1]) + 1 if len(qo) else 0)
-    ext_dir = store.queue_dir(topic, queue_id, ext=True)
-    files = load_ext_files(ext_dir) if sfs.isdir(ext_dir) else {}
-    ext_size = len(next(iter(files.values()))) if files else 1
-    ext = resolve_columns(tags_field[first:], files, ext_size)
-    return Queue(topic, queue_id, min_offset, offsets[first:], sizes[first:], ext, per_file)
+    """The dump's own consume queue (and ext units) of (topic, queue_id) in memory, read by `dumpqueue.read_chunks`
+    (pre-blank fillers dropped; a RocksDB queue paged by batch rather than by file: units_per_file 0)."""
+    chunks = list(read_chunks(store, topic, queue_id))
+    held = [c for c in chunks if len(c)]
+    ends = [c.end_offset for c in chunks if c.end_offset is not None]
+    min_offset = int(held[0].queue_offset[0]) if held else (ends[-1] if ends else 0)
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(c, name) for c in held]) if held else np.zeros(0, np.int64)
+
+    return Queue(topic, queue_id, min_offset, cat("commit_log_offset"), cat("size"),
+                 concat_ext([c.ext for c in held]), units_per_file(store, topic, queue_id))
 
 
 def units_of(queue: Queue, messages: MessageIndex) -> Units:

@@ -497,8 +497,8 @@ def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: Registry
     qdf = spark.createDataFrame(sc.parallelize(queues, max(1, min(len(queues), sc.defaultParallelism * 4))),
                                 "topic string, queue_id int")
     root = inputs.store.root if sfs.is_remote(inputs.store.root) else os.path.abspath(inputs.store.root)
-    min_phy = inputs.store.commitlog.files[0].base
-    dump = (qdf.mapInArrow(dump_queue_units(root, inputs.store.conf.storeType, min_phy), spark_ddl(DUMP_UNITS_SCHEMA))
+    dirs = sorted({os.path.dirname(f.path) for f in inputs.store.commitlog.files})
+    dump = (qdf.mapInArrow(dump_queue_units(root, inputs.store.conf.storeType, dirs), spark_ddl(DUMP_UNITS_SCHEMA))
             .persist(StorageLevel.MEMORY_AND_DISK))
     r = units.select(*QUEUE_KEY, F.lit(True).alias("r_present"), *[F.col(c).alias(f"r_{c}") for c in FIELDS])
     d = dump.select(*QUEUE_KEY, F.lit(True).alias("d_present"),

@@ -332,7 +332,7 @@ def dump_registry(store: StoreDir, subscriptions: Sequence[Subscription] = (),
         else:
             topic_exists = set(table.get("topicConfigTable") or {}).__contains__
     try:
-        out = load_registry(store.root, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
+        out = load_registry(store, conf.maxErrorRateOfBloomFilter, conf.expectConsumerNumUseFilter,
                             subscriptions, rules, topic_exists, conf.enableCalcFilterBitMap)
     except ValueError as e:
         raise InputError(f"bloom filter settings maxErrorRateOfBloomFilter={conf.maxErrorRateOfBloomFilter}, "

@@ -37,6 +37,7 @@ from filterlib.store import fs as sfs
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
 from filterlib.store.scan import COMPRESSED_ONLY, RangeScan, ScanOptions, SplitReport
+from filterlib.store.storedir import StoreDir
 from filterlib.tables import MESSAGES
 from jobs.delta_files import FileTarget, write_part
 
@@ -277,16 +278,17 @@ def export_queues(ctx: ExportContext):
     return run
 
 
-def dump_queue_units(store_root: str, store_type: str = "default", min_phy_offset: int = 0):
+def dump_queue_units(store_root: str, store_type: str, commitlog_dirs: list[str]):
     """The mapInArrow function reading the dump's own queues (rows: topic, queue_id) as the pull reads them (the
     broker's storeType picks file or RocksDB queues; the commit log's min offset bounds a RocksDB queue's start)."""
     remote = sfs.snapshot()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sfs.install(remote)
+        store = StoreDir(store_root, commitlog_dirs, store_type=store_type)
         for tasks in batches:
             for t in tasks.to_pylist():
-                yield from read_dump_queue(store_root, t["topic"], t["queue_id"], store_type, min_phy_offset)
+                yield from read_dump_queue(store, t["topic"], t["queue_id"])
 
     return run
 

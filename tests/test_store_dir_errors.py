@@ -64,3 +64,23 @@ def test_a_listed_commitlog_directory_that_does_not_exist_is_an_issue(tmp_path):
     sd = StoreDir(str(root), commitlog_dirs=[str(root / "commitlog"), str(root / "commitlog2")])
     assert [f.base for f in sd.commitlog.files] == [0]
     assert any("commitlog2" in i and "not found" in i for i in sd.issues)
+
+
+def test_dump_registry_falls_back_to_its_backup_like_the_broker(tmp_path):
+    from filterlib.dumpregistry import load_registry
+    from filterlib.registry import ConsumerFilterManager
+
+    root = _store(tmp_path)
+    path = root / "config" / "consumerFilter.json"
+    src = ConsumerFilterManager(20, 32)
+    src.register("T", "G", "a > 1", "SQL92", 7, now=100)
+    src.persist(path, now=200)
+    src.persist(path, now=200)  # the first copy moves to .bak
+    path.write_text('{"filterDataByTopic":{')  # truncated by a full disk
+    out = load_registry(StoreDir(str(root)), 20, 32)
+    assert out.dump_registry == str(path) + ".bak"
+    assert out.registry.get("T", "G").expression == "a > 1"
+    assert any(str(path) in i and "unreadable" in i for i in out.issues)
+    path.write_text("")  # an empty file: passed over without a word, as file2String's empty text is
+    out = load_registry(StoreDir(str(root)), 20, 32)
+    assert out.dump_registry == str(path) + ".bak" and out.issues == []

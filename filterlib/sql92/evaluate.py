@@ -359,6 +359,16 @@ def _ordering_special(node: ast.Compare, lk: str, rk: str, rc) -> Evaluator | No
     return None
 
 
+def _number_test(kind: str, op: str, const) -> Callable[[object], bool]:
+    """`x op const` for a property already converted to the constant's class: Integer/Long compareTo (a bound
+    comparison, no Python frame), or Double.compare against a finite non-zero constant, where only NaN needs care
+    (it sorts above everything)."""
+    bound = {"=": const.__eq__, ">": const.__lt__, ">=": const.__le__, "<": const.__gt__, "<=": const.__ge__}[op]
+    if kind == "D" and op in (">", ">="):
+        return lambda x: bound(x) or x != x
+    return bound
+
+
 def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
     """`prop op const` with the property converted by the constant's class; `missing` is the result for null."""
     if kind == "C":
@@ -367,60 +377,9 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
             return missing if v is None else v == const
         return prop_eq_string
     cache, conv = _converter(kind)
-    if kind == "D":
-        # Double.compare against a finite non-zero constant: only NaN needs care (it is above everything).
-        if op == "=":
-            test = lambda x: x == const  # noqa: E731
-        elif op == ">":
-            test = lambda x: x > const or x != x  # noqa: E731
-        elif op == ">=":
-            test = lambda x: x >= const or x != x  # noqa: E731
-        elif op == "<":
-            test = lambda x: x < const  # noqa: E731
-        else:
-            test = lambda x: x <= const  # noqa: E731
+    test = _number_test(kind, op, const)
 
-        def prop_vs_double(p):
-            v = p.get(name)
-            if v is None:
-                return missing
-            x = cache.get(v)
-            if x is None:
-                try:
-                    x = conv(v)
-                except JavaNumberFormatError as e:
-                    raise number_format_error(e) from None
-            return test(x)
-        return prop_vs_double
-    if op == "=":
-        def prop_eq_int(p):
-            v = p.get(name)
-            if v is None:
-                return missing
-            x = cache.get(v)
-            if x is None:
-                try:
-                    x = conv(v)
-                except JavaNumberFormatError as e:
-                    raise number_format_error(e) from None
-            return x == const
-        return prop_eq_int
-    if op == ">":
-        def prop_gt_int(p):
-            v = p.get(name)
-            if v is None:
-                return missing
-            x = cache.get(v)
-            if x is None:
-                try:
-                    x = conv(v)
-                except JavaNumberFormatError as e:
-                    raise number_format_error(e) from None
-            return x > const
-        return prop_gt_int
-    test = _ORDER_TEST[op]
-
-    def prop_vs_int(p):
+    def prop_vs_number(p):
         v = p.get(name)
         if v is None:
             return missing
@@ -430,8 +389,8 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
                 x = conv(v)
             except JavaNumberFormatError as e:
                 raise number_format_error(e) from None
-        return test(_cmp_int(x, const))
-    return prop_vs_int
+        return test(x)
+    return prop_vs_number
 
 
 def compile_tree(tree: ast.Node) -> Evaluator:

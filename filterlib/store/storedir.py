@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from filterlib.errors import StoreFormatError
+from filterlib.javalang import java_utf8_decode
 from filterlib.store import fastjson
 from filterlib.store import fs as sfs
 from filterlib.store.brokerconf import BrokerFilterConf
@@ -98,6 +99,17 @@ def _queue_id(name: str) -> int | None:
     except ValueError:
         return None
     return qid if str(qid) == name else None
+
+
+def config_file_texts(path: str) -> Iterator[tuple[str, str]]:
+    """(text, path) of a broker config file, then of its `.bak`, as ConfigManager.load tries them: a missing or
+    empty file is passed over (`MixAll.file2String`, Java's UTF-8 decoding); the caller goes on to the next when its
+    decode fails, as load() falls back to loadBak() on any exception."""
+    for p in (path, path + ".bak"):
+        if sfs.isfile(p):
+            text = java_utf8_decode(sfs.read_bytes(p))
+            if text:
+                yield text, p
 
 
 class StoreDir:
@@ -189,6 +201,10 @@ class StoreDir:
         d = self.queue_dir(topic, queue_id, ext=True)
         return read_ext_queue(d) if sfs.isdir(d) else {}
 
+    def config_texts(self, name: str) -> Iterator[tuple[str, str]]:
+        """config/<name>.json's candidate texts (`config_file_texts`)."""
+        return config_file_texts(os.path.join(self.root, "config", f"{name}.json"))
+
     def config(self, name: str) -> Any | None:
         """config/<name>.json in fastjson's dialect; None if absent.
 
@@ -212,12 +228,7 @@ class StoreDir:
             raise StoreFormatError(f"no config/{name}.json, and config/rdb/ is the one RocksDB database of "
                                    f"configManagerVersion=v2 (ConfigStorage), which is not read here", path=v2)
         errors: list[str] = []
-        for p in (path, path + ".bak"):
-            if not sfs.isfile(p):
-                continue
-            text = sfs.read_bytes(p).decode("utf-8", errors="replace")
-            if not text:
-                continue
+        for text, p in self.config_texts(name):
             try:
                 return fastjson.loads(text)
             except ValueError as e:
