@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
 DUMP = "demo"
 JOB1 = ("dump_files", "consumer_filters", "consume_queue", "messages", "dumps")  # in the order job 1 writes them
-JOB2 = ("pull_decisions", "pulls", "delivered_messages", "group_stats")
+JOB2 = ("pull_decisions", "decision_details", "pulls", "decision_codes", "group_stats")  # as job 2 writes them
 
 
 def _snapshot(spark, wh: str, names: tuple[str, ...], latest: bool = False) -> dict[str, tuple[int, int]]:
