@@ -143,8 +143,9 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
     messages = _read(spark, warehouse, "messages", dump_id)
     stored = F.col("body") if "body" in messages.columns else F.lit(None).cast("binary")
     length = F.length(stored).cast("int")
-    if "body_length" in messages.columns:
-        length = F.coalesce(length, F.col("body_length").cast("int"))
+    for name in ("body_size", "body_length"):  # a body-less messages table keeps the stored body's size
+        if name in messages.columns:
+            length = F.coalesce(length, F.col(name).cast("int"))
     m = messages.select(
         "dump_id", "commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
         "offset_msg_id", "properties", stored.alias("stored_body"), length.alias("stored_body_size"), "store_size",
