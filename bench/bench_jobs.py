@@ -1,27 +1,24 @@
 """Both jobs end to end (Spark, dispatch, Delta writes) beside the broker's own rebuild, measured in the same run.
 
-Job 1 (`jobs.build_queues.run`) on a generated ≥ 1 GiB real-format dump (bench/jobs_dump.py: one topic, 8 queues,
-~50 tags, region 8 values, level 4, amount 0–10000, a unique orderId) with K = 0, 32, 256 SQL92 filters
-registered in its config/consumerFilter.json (bench_engine's selectors, some naming orderId; ext and CalcBitMap on),
-beside the real 5.3.3 broker rebuilding the same commitlog (the harness's `rebuild` mode: DefaultMessageStore.load()
-pinned to one core, best of BENCH_JOBS_REBUILD_REPEATS). Spark runs local[2] on this 2-core machine: job 1's rate
-per core is records / run() wall time / 2 (the Spark threads; Delta's commits and the driver count in the wall time).
-Also: the whole-machine rate against the size-only record hop (one core) over the same file, how the time grows
-with 10× the messages (the BENCH_JOBS_SMALL_BYTES dump, default a tenth) and with 8× the filters (32 → 256).
-Job 2 (`jobs.simulate_pull.run`, `--queues rebuilt`) on the K=32 small-dump run's warehouse with 64 subscriptions
-(32 TAG, 32 registered SQL92): decisions (scanned units × subscriptions) per core beside bench_pull's
-filterlib-core figure. The floor: both jobs again on the 4 MiB warm-up dump once the session is warm, the time a run
-costs whatever the dump's size, printed beside each aim turned into a whole-run time for the big dump (records /
-(aim x the broker's per-core rate x cores)): an aim shorter than the floor cannot be met by a faster inner loop.
-Each run prints where its time went (the job's own log lines as stage marks; Spark's REST
-API per stage description) and the CPU the rest of the machine used meanwhile.
+Each job runs at two sizes of the same generated real-format dump (bench/jobs_dump.py: one topic, 8 queues, ~50
+tags, region 8 values, level 4, amount 0-10000, a unique orderId), BENCH_JOBS_BYTES (1 GiB) and
+BENCH_JOBS_LARGE_BYTES (4 GiB), and the figure that matters is the **marginal** cost: the difference between the two
+runs' times over the difference in messages (job 1) or decisions (job 2), which leaves out what a run costs
+whatever its size. That fixed cost is printed as the **floor**: both jobs on the 4 MiB warm-up dump once the session
+is warm. Job 1 runs with K = 32 and 256 SQL92 filters registered in config/consumerFilter.json (bench_engine's
+selectors; ext and CalcBitMap on) beside the real 5.3.3 broker rebuilding the 1 GiB commitlog (the harness's
+`rebuild` mode: DefaultMessageStore.load() pinned to one core, best of BENCH_JOBS_REBUILD_REPEATS); and once more at
+K = 32 with `--bodies`. Job 2 (`--queues rebuilt`) runs on job 1's K = 32 warehouses with 64 subscriptions (32 TAG,
+32 registered SQL92). Spark runs local[2] on this 2-core machine: a rate per core is the whole machine's / 2.
+Aims (issue 17): job 1 marginal >= 1x the broker per core at K = 32, >= 3x at K = 256; job 2 marginal >= 5 M
+decisions/s per core; floors <= 2 s (job 1) and <= 5 s (job 2). Each run prints where its time went (the job's own
+log lines as stage marks; Spark's REST API per stage description) and the CPU the rest of the machine used.
 
-Knobs: BENCH_JOBS_BYTES (1G), BENCH_JOBS_SMALL_BYTES (a tenth), BENCH_JOBS_FILTERS ("0,32,256"),
-BENCH_JOBS_REBUILD_REPEATS (3), BENCH_JOBS_PULL (1; 0 skips job 2), BENCH_JOBS_PULL_BYTES (job 2's dump: the small
-one by default, as job 2 writes a row per decision and runs ~10 min on 1 GiB; the big size uses the big dump's
-warehouse, another size a dump of its own), BENCH_JOBS_MASTER (local[2]), BENCH_JOBS_DRIVER_MEMORY (4g),
-BENCH_JOBS_PROFILE (0; 1 runs cProfile in every Python task and prints the top functions per run: slower figures),
-BENCH_CACHE_DIR (.cache/bench: dumps are generated once and reused; warehouses are scratch, removed at the end).
+Knobs: BENCH_JOBS_BYTES (1G), BENCH_JOBS_LARGE_BYTES (4G), BENCH_JOBS_FILTERS ("32,256"),
+BENCH_JOBS_REBUILD_REPEATS (3), BENCH_JOBS_PULL (1; 0 skips job 2), BENCH_JOBS_BODIES (1; 0 skips the --bodies
+runs), BENCH_JOBS_MASTER (local[2]), BENCH_JOBS_DRIVER_MEMORY (4g), BENCH_JOBS_PROFILE (0; 1 runs cProfile in every
+Python task and prints the top functions per run: slower figures), BENCH_CACHE_DIR (.cache/bench: dumps are
+generated once and reused; warehouses are scratch, removed at the end).
 """
 
 from __future__ import annotations
@@ -42,7 +39,6 @@ from filterlib.store.scan import hop_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("BENCH_CACHE_DIR", ROOT / ".cache" / "bench"))
-BROKER_NOTE = {0: 395e3, 32: 230e3, 256: 63e3}  # performance-notes.md, for reference only (not used in ratios)
 PULL_GROUPS = 64
 
 
@@ -84,12 +80,13 @@ def _scratch(name: str) -> str:
     return str(path)
 
 
-def _job1(spark, marks: LogMarks, store: str, warehouse: str, dump_id: str) -> dict:
+def _job1(spark, marks: LogMarks, store: str, warehouse: str, dump_id: str, bodies: bool = False) -> dict:
     from jobs import build_queues
 
     _apply_defaults(spark, build_queues.DEFAULTS)
     args = build_queues.parser().parse_args(["--store", store, "--warehouse", warehouse, "--dump-id", dump_id,
-                                             "--broker-conf", os.path.join(store, "broker.conf")])
+                                             "--broker-conf", os.path.join(store, "broker.conf")]
+                                            + (["--bodies"] if bodies else []))
     inputs = build_queues.validate(args)
     after = last_job_id(spark.sparkContext)
     cpu = CpuMeter().start()
@@ -220,136 +217,127 @@ def _stages_lines(stages: list[dict], top: int = 6) -> list[str]:
     return out
 
 
+def _marginal(small: dict, large: dict, what: str) -> float:
+    """Seconds per unit of `what` between two runs of one job: (t_large - t_small) / (n_large - n_small)."""
+    return (large["seconds"] - small["seconds"]) / max(1, large[what] - small[what])
+
+
+def _report_run(label: str, r: dict) -> None:
+    print(f"      {label}: {r['seconds']:.1f} s; noise: {r['cpu'].text()}; load {r['cpu'].load[0]:.1f}", flush=True)
+    print(f"        steps (log lines): {_steps_line(r['steps'])}", flush=True)
+    for line in _stages_lines(r["stages"]):
+        print("  " + line, flush=True)
+
+
 def main() -> None:
-    """Generate (or reuse) the dumps, then measure and print job 1, the broker rebuild, job 2 and bench_pull."""
-    big = _env_size("BENCH_JOBS_BYTES", 1 << 30)
-    small = _env_size("BENCH_JOBS_SMALL_BYTES", max(1 << 20, big // 10))
-    ks = [int(x) for x in os.environ.get("BENCH_JOBS_FILTERS", "0,32,256").split(",") if x.strip()]
+    """Generate (or reuse) the dumps, then measure and print both jobs at two sizes, the floor and the broker."""
+    mid = _env_size("BENCH_JOBS_BYTES", 1 << 30)
+    large = _env_size("BENCH_JOBS_LARGE_BYTES", 4 << 30)
+    ks = [int(x) for x in os.environ.get("BENCH_JOBS_FILTERS", "32,256").split(",") if x.strip()]
     repeats = max(1, int(os.environ.get("BENCH_JOBS_REBUILD_REPEATS", "3")))
     master = os.environ.get("BENCH_JOBS_MASTER", "local[2]")
     memory = os.environ.get("BENCH_JOBS_DRIVER_MEMORY", "4g")
     do_pull = os.environ.get("BENCH_JOBS_PULL", "1") != "0"
-    pull_bytes = _env_size("BENCH_JOBS_PULL_BYTES", small)
+    do_bodies = os.environ.get("BENCH_JOBS_BODIES", "1") != "0"
     m = re.fullmatch(r"local\[(\d+)\]", master)
     cores = int(m.group(1)) if m else (os.cpu_count() or 1)
     k_pull = 32 if 32 in ks or not ks else ks[0]
+    aims = {32: 1.0, 256: 3.0}
 
-    root, paths, n_big, t_gen = _dump(big)
-    sroot, spaths, n_small, t_gen2 = _dump(small)
-    wroot, _, _, _ = _dump(4 << 20)
-    size = sum(os.path.getsize(p) for p in paths)
-    print(f"dump: {size / 2**30:.2f} GiB, {n_big:,} records ({size / n_big:.0f} B each; 1 topic, 8 queues, 50 tags, "
-          f"region/level/amount/orderId) and {small / 2**20:.0f} MiB, {n_small:,} records, in {CACHE} "
-          f"({t_gen + t_gen2:.1f} s to generate or reuse)", flush=True)
-    hop_rate, hop_n = _hop(paths)
-    assert hop_n == n_big, (hop_n, n_big)
-    print(f"size-only record hop over the same file: {_fmt_rate(hop_rate)} msgs/s (one core, best of 3)", flush=True)
+    dumps = {}
+    t = time.perf_counter()
+    for name, total in (("mid", mid), ("large", large), ("floor", 4 << 20)):
+        dumps[name] = _dump(total)
+    for name in ("mid", "large"):
+        _, paths, n, _ = dumps[name]
+        size = sum(os.path.getsize(p) for p in paths)
+        print(f"dump {name}: {size / 2**30:.2f} GiB, {n:,} records ({size / n:.0f} B each; 1 topic, 8 queues, 50 "
+              f"tags, region/level/amount/orderId)", flush=True)
+    print(f"dumps in {CACHE} ({time.perf_counter() - t:.1f} s to generate or reuse)", flush=True)
+    hop_rate, hop_n = _hop(dumps["mid"][1])
+    assert hop_n == dumps["mid"][2], (hop_n, dumps["mid"][2])
+    print(f"size-only record hop over the 1 GiB file: {_fmt_rate(hop_rate)} msgs/s (one core, best of 3)", flush=True)
 
     spark = _session(master, memory)
     profile = os.environ.get("BENCH_JOBS_PROFILE", "0") != "0"
     marks = LogMarks("build_queues", "simulate_pull")
-    print(f"Spark {master} on {os.cpu_count()} cores, driver heap {memory}; job rate per core = records / run() wall "
-          f"time / {cores}; broker: harness rebuild (DefaultMessageStore.load(), ext + CalcBitMap on, bloom f=20 "
-          f"n=max(32,K)), one pinned core, best of {repeats}", flush=True)
+    print(f"Spark {master} on {os.cpu_count()} cores, driver heap {memory}; per core = whole machine / {cores}; "
+          f"broker: harness rebuild (DefaultMessageStore.load(), ext + CalcBitMap on, bloom f=20 n=max(32,K)), one "
+          f"pinned core, best of {repeats}", flush=True)
     t = time.perf_counter()  # warm-up: Spark's first jobs, Delta's first writes, the Python workers' imports
-    warm = jobs_dump.store_root(wroot, 32)
+    warm = jobs_dump.store_root(dumps["floor"][0], 32)
     warm_wh = _scratch("warm")
+    subs_warm = _subscriptions(str(CACHE / "jobs-wh" / "warm-subs.json"), 32)
     _job1(spark, marks, warm, warm_wh, "warm")
     if do_pull:
-        _job2(spark, marks, warm, warm_wh, "warm",
-              _subscriptions(str(CACHE / "jobs-wh" / "warm-subs.json"), 32))
-    print(f"warm-up on a 4 MiB dump: {time.perf_counter() - t:.1f} s", flush=True)
+        _job2(spark, marks, warm, warm_wh, "warm", subs_warm)
+    print(f"warm-up on the 4 MiB dump: {time.perf_counter() - t:.1f} s", flush=True)
     floor_wh = _scratch("floor")
-    floor1 = _job1(spark, marks, warm, floor_wh, "floor")  # warm now: what a run costs whatever its size
-    floor2 = None
-    if do_pull:
-        floor2 = _job2(spark, marks, warm, floor_wh, "floor",
-                       str(CACHE / "jobs-wh" / "warm-subs.json"))
-    print(f"floor, the same 4 MiB dump again on the warm session: job 1 {floor1['seconds']:.1f} s "
-          f"({floor1['records']:,} records)" + (f", job 2 {floor2['seconds']:.1f} s ({floor2['decisions']:,} "
-                                                 f"decisions)" if floor2 else ""), flush=True)
+    floor1 = _job1(spark, marks, warm, floor_wh, "floor")
+    floor2 = _job2(spark, marks, warm, floor_wh, "floor", subs_warm) if do_pull else None
+    print(f"floor (the 4 MiB dump again, warm session): job 1 {floor1['seconds']:.1f} s (aim <= 2 s, "
+          f"{floor1['records']:,} records)" + (f", job 2 {floor2['seconds']:.1f} s (aim <= 5 s, "
+                                               f"{floor2['decisions']:,} decisions)" if floor2 else ""), flush=True)
     if profile:  # cProfile in every Python task from here on: slower figures, but where the Python time goes
         spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
         spark.profile.clear()
 
-    job1: dict[int, dict] = {}
-    job1_small: dict[int, dict] = {}
-    broker: dict[int, dict] = {}
-    pull_store = pull_wh = None
+    pull_wh: dict[str, str] = {}
     for k in ks:  # interleaved, so a busy spell on the machine hits job and broker alike
-        store = jobs_dump.store_root(root, k)
-        broker[k] = _rebuild(store, k, repeats)
-        wh = _scratch(f"k{k}")
-        job1[k] = r = _job1(spark, marks, store, wh, f"bench-k{k}")
-        _print_profile(spark, profile, f"job 1 K={k}")
-        sstore = jobs_dump.store_root(sroot, k)
-        swh = _scratch(f"small-k{k}")
-        job1_small[k] = _job1(spark, marks, sstore, swh, f"bench-k{k}")
-        keep = k == k_pull and do_pull
-        if keep and pull_bytes == big:
-            pull_store, pull_wh = store, wh
-        elif keep and pull_bytes == small:
-            pull_store, pull_wh = sstore, swh
-        for w in (wh, swh):
-            if w != pull_wh:
-                shutil.rmtree(w, ignore_errors=True)
-        b = broker[k]
-        rate = r["records"] / r["seconds"]
-        per_core = rate / cores
-        grow = r["seconds"] / job1_small[k]["seconds"]
-        print(f"K={k:<3d} job 1 {r['seconds']:6.1f} s  {_fmt_rate(rate)} msgs/s whole machine, {_fmt_rate(per_core)}"
-              f"/core ({r['bitmaps']:,} bitmaps)   broker {b['seconds']:5.1f} s  {_fmt_rate(b['per_second'])}/core "
-              f"(repeats {b['spread']} s; notes: {_fmt_rate(BROKER_NOTE.get(k, 0))})   job/broker per core "
-              f"{per_core / b['per_second']:5.2f}x   {n_big / n_small:.0f}x messages: time x{grow:.1f} "
-              f"({job1_small[k]['seconds']:.1f} s)", flush=True)
-        print(f"      noise: job run {r['cpu'].text()}; broker run {b['cpu'].text()}; load {r['cpu'].load[0]:.1f}",
-              flush=True)
-        print(f"      job 1 steps (log lines): {_steps_line(r['steps'])}", flush=True)
-        for line in _stages_lines(r["stages"]):
-            print(line, flush=True)
+        broker = _rebuild(jobs_dump.store_root(dumps["mid"][0], k), k, repeats)
+        runs = {}
+        for name in ("mid", "large"):
+            store = jobs_dump.store_root(dumps[name][0], k)
+            wh = _scratch(f"k{k}-{name}")
+            runs[name] = _job1(spark, marks, store, wh, f"bench-k{k}")
+            _print_profile(spark, profile, f"job 1 K={k} {name}")
+            if k == k_pull and do_pull:
+                pull_wh[name] = wh
+            else:
+                shutil.rmtree(wh, ignore_errors=True)
+        per_msg = _marginal(runs["mid"], runs["large"], "records")
+        per_core = 1 / per_msg / cores
+        ratio = per_core / broker["per_second"]
+        aim = f" (aim >= {aims[k]:.0f}x)" if k in aims else ""
+        print(f"K={k:<3d} job 1 marginal {per_msg * 1e6 * cores:.2f} us per message per core = "
+              f"{_fmt_rate(per_core)}/core; broker {_fmt_rate(broker['per_second'])}/core (repeats "
+              f"{broker['spread']} s, {broker['cpu'].text()}); marginal job/broker per core {ratio:.2f}x{aim}; "
+              f"whole runs {runs['mid']['seconds']:.1f} s / {runs['large']['seconds']:.1f} s", flush=True)
+        for name in ("mid", "large"):
+            _report_run(f"job 1 K={k} {name} ({runs[name]['records']:,} records, {runs[name]['bitmaps']:,} "
+                        f"bitmaps)", runs[name])
+    if do_bodies:
+        runs = {}
+        for name in ("mid", "large"):
+            wh = _scratch(f"bodies-{name}")
+            runs[name] = _job1(spark, marks, jobs_dump.store_root(dumps[name][0], 32), wh, "bench-bodies",
+                               bodies=True)
+            shutil.rmtree(wh, ignore_errors=True)
+        per_msg = _marginal(runs["mid"], runs["large"], "records")
+        print(f"K=32 job 1 --bodies marginal {per_msg * 1e6 * cores:.2f} us per message per core = "
+              f"{_fmt_rate(1 / per_msg / cores)}/core; whole runs {runs['mid']['seconds']:.1f} s / "
+              f"{runs['large']['seconds']:.1f} s", flush=True)
 
-    if job1:
-        k_hi = max(job1)
-        print("whole machine / size-only hop (one core): " + ", ".join(
-            f"K={k} {job1[k]['records'] / job1[k]['seconds'] / hop_rate:.3f}" for k in ks), flush=True)
-        if 32 in job1 and 256 in job1:
-            print(f"8x filters (32 -> 256): job 1 time x{job1[256]['seconds'] / job1[32]['seconds']:.2f}, broker "
-                  f"x{broker[256]['seconds'] / broker[32]['seconds']:.2f}", flush=True)
-        print("aims: job/broker per core >= 2x at K=32, >= 5x at K=256: " + ", ".join(
-            f"K={k} {job1[k]['records'] / job1[k]['seconds'] / cores / broker[k]['per_second']:.2f}x"
-            for k in ks) + f" (K={k_hi} is the hardest)", flush=True)
-        aim = {32: 2.0, 256: 5.0}
-        print("      each aim as a whole-run time for this dump (records / (aim x broker per core x cores)) against "
-              "the floor, job 1 on 4 MiB: " + ", ".join(
-                  f"K={k} {n_big / (aim[k] * broker[k]['per_second'] * cores):.2f} s" for k in ks if k in aim)
-              + f" vs {floor1['seconds']:.1f} s", flush=True)
-
-    if do_pull:
-        if pull_store is None:  # job 2 on a dump of its own size: job 1 first (not timed here)
-            proot, _, _, _ = _dump(pull_bytes)
-            pull_store = jobs_dump.store_root(proot, k_pull)
-            pull_wh = _scratch(f"pull-k{k_pull}")
-            _job1(spark, marks, pull_store, pull_wh, f"bench-k{k_pull}")
+    if do_pull and pull_wh:
         subs = _subscriptions(str(CACHE / "jobs-wh" / "subs.json"), k_pull)
-        r = _job2(spark, marks, pull_store, pull_wh, f"bench-k{k_pull}", subs)
-        _print_profile(spark, profile, "job 2")
-        shutil.rmtree(pull_wh, ignore_errors=True)
-        rate = r["decisions"] / r["seconds"]
+        runs = {}
+        for name in ("mid", "large"):
+            runs[name] = _job2(spark, marks, jobs_dump.store_root(dumps[name][0], k_pull), pull_wh[name],
+                               f"bench-k{k_pull}", subs)
+            _print_profile(spark, profile, f"job 2 {name}")
+            shutil.rmtree(pull_wh[name], ignore_errors=True)
+        per_decision = _marginal(runs["mid"], runs["large"], "decisions")
         core_rate, core_text = _bench_pull()
-        print(f"job 2: {PULL_GROUPS} subscriptions ({PULL_GROUPS - k_pull} TAG, {k_pull} SQL92 registered) over the "
-              f"{pull_bytes / 2**20:.0f} MiB dump's rebuilt queues: {r['decisions']:,} decisions, "
-              f"{r['delivered']:,} delivered, {r['pulls']:,} pulls in {r['seconds']:.1f} s", flush=True)
-        line = f"      {rate / 1e6:.2f} M decisions/s whole machine, {rate / cores / 1e6:.2f} M/core (aim >= 5 M/core)"
-        if floor2:
-            line += (f"   the aim as a whole-run time: {r['decisions'] / (5e6 * cores):.2f} s vs the floor, job 2 on "
-                     f"4 MiB: {floor2['seconds']:.1f} s")
+        rate = 1 / per_decision / cores
+        line = (f"job 2: {PULL_GROUPS} subscriptions ({PULL_GROUPS - k_pull} TAG, {k_pull} SQL92 registered), "
+                f"marginal {rate / 1e6:.2f} M decisions/s per core (aim >= 5 M)")
         if core_rate:
-            line += f"   bench_pull core {core_rate / 1e6:.2f} M/core   job/core {rate / cores / core_rate:.3f}"
+            line += f"; bench_pull's filterlib core {core_rate / 1e6:.2f} M/core, job/core {rate / core_rate:.3f}"
         print(line, flush=True)
-        print(f"      noise: {r['cpu'].text()}; load {r['cpu'].load[0]:.1f}", flush=True)
-        print(f"      job 2 steps (log lines): {_steps_line(r['steps'])}", flush=True)
-        for line in _stages_lines(r["stages"]):
-            print(line, flush=True)
+        for name in ("mid", "large"):
+            r = runs[name]
+            _report_run(f"job 2 {name} ({r['decisions']:,} decisions, {r['delivered']:,} delivered, "
+                        f"{r['pulls']:,} pulls)", r)
         print(f"      bench_pull: {core_text}", flush=True)
     spark.stop()
     shutil.rmtree(CACHE / "jobs-wh", ignore_errors=True)
