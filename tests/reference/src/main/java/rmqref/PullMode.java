@@ -3,14 +3,10 @@ package rmqref;
 import com.alibaba.fastjson2.JSON;
 import com.alibaba.fastjson2.JSONArray;
 import com.alibaba.fastjson2.JSONObject;
-import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
-import java.util.Comparator;
-import java.util.stream.Stream;
 
 /** `pull` mode: the real pull replay over a COPY of an existing store dir (opening a store rewrites lock/abort/checkpoint). */
 final class PullMode {
@@ -23,7 +19,7 @@ final class PullMode {
         Path tmp = Files.createTempDirectory("rmqref-pull");
         try {
             Path root = tmp.resolve("store");
-            copyTree(src, root);
+            Trees.copy(src, root);
             Files.deleteIfExists(root.resolve("lock"));
             StoreBroker b = new StoreBroker(req.getJSONObject("broker"), req.getJSONObject("store"), root);
             boolean loaded = b.filters().load();
@@ -39,29 +35,9 @@ final class PullMode {
             b.shutdown();
             StoreMode.writeJson(Paths.get(out), result);
         } finally {
-            deleteTree(tmp);
+            Trees.delete(tmp);
         }
         return 0;
     }
 
-    private static void copyTree(Path src, Path dst) throws IOException {
-        try (Stream<Path> s = Files.walk(src)) {
-            for (Path p : s.toList()) {
-                Path t = dst.resolve(src.relativize(p).toString());
-                if (Files.isDirectory(p)) {
-                    Files.createDirectories(t);
-                } else {
-                    Files.copy(p, t, StandardCopyOption.REPLACE_EXISTING);
-                }
-            }
-        }
-    }
-
-    private static void deleteTree(Path dir) throws IOException {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
-                Files.deleteIfExists(p);
-            }
-        }
-    }
 }

@@ -7,12 +7,10 @@ import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -235,7 +233,7 @@ final class RebuildMode {
                 r.put("compare", compareDirs(root));
             }
         } finally {
-            deleteTree(scratch);
+            Trees.delete(scratch);
         }
         return setup;
     }
@@ -439,17 +437,6 @@ final class RebuildMode {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return null;
-        }
-    }
-
-    private static void deleteTree(Path dir) throws IOException {
-        if (!Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
-            return;
-        }
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
-                Files.deleteIfExists(p);
-            }
         }
     }
 }

@@ -1,14 +1,10 @@
 package rmqref;
 
 import com.alibaba.fastjson2.JSONObject;
-import java.io.IOException;
 import java.lang.reflect.Method;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
-import java.util.Comparator;
-import java.util.stream.Stream;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 
 /**
@@ -30,7 +26,7 @@ final class RecoverMode {
         Path tmp = Files.createTempDirectory("rmqref-recover");
         try {
             Path root = tmp.resolve("store");
-            copyTree(Paths.get(storeDir), root);
+            Trees.copy(Paths.get(storeDir), root);
             Files.deleteIfExists(root.resolve("lock"));
             Files.deleteIfExists(root.resolve("abort"));
             if (abort) {
@@ -49,7 +45,7 @@ final class RecoverMode {
             b.store.shutdown();
             StoreMode.writeJson(Paths.get(out), result);
         } finally {
-            deleteTree(tmp);
+            Trees.delete(tmp);
         }
         return 0;
     }
@@ -70,24 +66,4 @@ final class RecoverMode {
         return String.valueOf(value);
     }
 
-    private static void copyTree(Path src, Path dst) throws IOException {
-        try (Stream<Path> s = Files.walk(src)) {
-            for (Path p : s.toList()) {
-                Path t = dst.resolve(src.relativize(p).toString());
-                if (Files.isDirectory(p)) {
-                    Files.createDirectories(t);
-                } else {
-                    Files.copy(p, t, StandardCopyOption.REPLACE_EXISTING);
-                }
-            }
-        }
-    }
-
-    private static void deleteTree(Path dir) throws IOException {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
-                Files.deleteIfExists(p);
-            }
-        }
-    }
 }

@@ -9,8 +9,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
-import java.util.Comparator;
-import java.util.stream.Stream;
 import org.apache.rocketmq.store.CommitLog;
 import org.apache.rocketmq.store.DispatchRequest;
 
@@ -56,7 +54,7 @@ final class ScanMode {
             b.store.shutdown();
             StoreMode.writeJson(Paths.get(out), result);
         } finally {
-            deleteTree(tmp);
+            Trees.delete(tmp);
         }
         return 0;
     }
@@ -119,13 +117,5 @@ final class ScanMode {
             }
         }
         return true;
-    }
-
-    private static void deleteTree(Path dir) throws Exception {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
-                Files.deleteIfExists(p);
-            }
-        }
     }
 }
