@@ -121,8 +121,8 @@ def tables(wh: Path) -> list[str]:
     return sorted(p.name for p in wh.iterdir() if (p / "_delta_log").is_dir())
 
 
-CLOCK = {"dumps": ["built_at"]}
-"""Columns that hold when a run happened, not what it found."""
+CLOCK = {"dumps": ["built_at"], "runs": ["run_id", "finished_at"]}
+"""Columns that hold when (and as which run) a run happened, not what it found."""
 
 
 def comparable(spark, path: Path):
