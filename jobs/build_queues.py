@@ -79,6 +79,7 @@ from jobs.decode_tasks import (
 )
 from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
 from jobs.delta_io import replace_dump, table_path
+from jobs.faults import task_writes
 from jobs.runs import record_run
 from jobs.schemas import spark_ddl, table_ddl
 
@@ -606,7 +607,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
-    plans, splits = _plans(decoded[0])
+    with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id):
+        plans, splits = _plans(decoded[0])
     kept, dropped = _kept(splits, plans)
     valid = _valid_rows(decoded[0], plans)
     redo = [p for p in plans.values() if p.fallback]
@@ -615,7 +617,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         log.info("desync: %d files re-decoded as one range each: %s", len(redo), ", ".join(summary.fallbacks))
         whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size) for p in redo]
         decoded.append(_decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
-        again, more = _plans(decoded[-1])
+        with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id):
+            again, more = _plans(decoded[-1])
         also, gone = _kept(more, again)
         kept, dropped = kept + also, dropped + gone
         stuck = [os.path.basename(p.account.path) for p in again.values() if p.fallback]

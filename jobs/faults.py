@@ -14,6 +14,8 @@ committed keeps its previous version; one it committed holds this run's rows for
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 EXIT_BUSY = 3
@@ -37,6 +39,20 @@ _DISK = [("No space left on device", "the warehouse's file system is full (No sp
          ("Permission denied", "permission denied writing the warehouse", "fix the permissions"),
          ("AccessDenied", "access denied writing the warehouse", "fix the credentials or policy")]
 _WHOLE = "every table is whole (one this run had not committed keeps its previous version)"
+
+
+@contextmanager
+def task_writes(table: str, path: str, dump_id: str) -> Iterator[None]:
+    """Around a Spark action whose tasks write a table's files themselves (`jobs.delta_files.write_part`): a
+    failure of the file system they write to (full, read-only, denied) becomes TableWriteError naming the table, as
+    a failed commit does; anything else passes unchanged."""
+    try:
+        yield
+    except Exception as e:
+        joined = " ".join(_texts(e))
+        if any(key in joined for key, _, _ in _DISK) and not any(_STORE.search(t) for t in _texts(e)):
+            raise TableWriteError(table, path, dump_id) from e
+        raise
 
 
 def _texts(e: BaseException | None) -> list[str]:

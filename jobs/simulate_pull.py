@@ -79,6 +79,7 @@ from jobs.cli import (
 )
 from jobs.delta_files import commit_dump, file_target
 from jobs.delta_io import read_dump, replace_dump, table_path
+from jobs.faults import task_writes
 from jobs.pull_tasks import (
     COUNT,
     DETAIL,
@@ -679,8 +680,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     mine = F.col("subscription_index") < len(plans)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
                          f"{' and write their files' if targets else ''}")
-    small = out.where(((F.col("kind") == COUNT) & mine) | (F.col("kind") == FILE)).select(
-        "kind", "subscription_index", "counts", "file").collect()
+    with task_writes("pull_decisions", table_path(wh, "pull_decisions"), inputs.dump_id):
+        small = out.where(((F.col("kind") == COUNT) & mine) | (F.col("kind") == FILE)).select(
+            "kind", "subscription_index", "counts", "file").collect()
     counts = {}
     for r in small:
         if r.kind == COUNT:

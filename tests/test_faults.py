@@ -221,24 +221,26 @@ def _unchanged(spark, clean: dict, wh: str) -> None:
 
 
 def test_a_run_that_loses_a_delta_commit_race_says_so(spark, clean, tmp_path) -> None:
-    """Another writer (no marker: a notebook, an older release) commits a delete of the dump's messages while the
-    job writes them: Delta refuses the job's commit, the job names the table and the dump, exit 3; the table
+    """Another writer (no marker: a notebook, an older release) commits a delete of the dump's consume_queue while
+    the job writes it (a table Spark's writer writes: its transaction starts before its files; the task-written
+    tables start theirs at commit, tests/test_delta_files.py races those): Delta refuses the job's commit, the job
+    names the table and the dump, exit 3; the table
     holds the other writer's version, the version before it is still whole."""
     wh = _copy(clean, tmp_path / "wh")
-    log = Path(wh) / "messages" / "_delta_log"
+    log = Path(wh) / "consume_queue" / "_delta_log"
     version = max(int(p.stem) for p in log.glob("*.json"))
-    files = {f.rsplit("/", 1)[-1] for f in spark.read.format("delta").load(f"{wh}/messages").inputFiles()}
+    files = {f.rsplit("/", 1)[-1] for f in spark.read.format("delta").load(f"{wh}/consume_queue").inputFiles()}
     now = int(time.time() * 1000)
     commit = "".join(json.dumps(a) + "\n" for a in [
         {"commitInfo": {"timestamp": now, "operation": "DELETE",
                         "operationParameters": {"predicate": json.dumps([f"(dump_id = '{DUMP}')"])},
                         "readVersion": version, "isolationLevel": "Serializable", "isBlindAppend": False}},
         *({"remove": {"path": f, "deletionTimestamp": now, "dataChange": True}} for f in sorted(files))])
-    before = set(os.listdir(Path(wh) / "messages"))
+    before = set(os.listdir(Path(wh) / "consume_queue"))
     proc = _job1(wh)
     try:
         deadline = time.monotonic() + 600
-        while not {n for n in os.listdir(Path(wh) / "messages") if n.endswith(".parquet")} - before:
+        while not {n for n in os.listdir(Path(wh) / "consume_queue") if n.endswith(".parquet")} - before:
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -248,14 +250,14 @@ def test_a_run_that_loses_a_delta_commit_race_says_so(spark, clean, tmp_path) ->
     finally:
         rc, out, err = _finish(proc)
     last = _sentence(err, 3, rc)
-    assert "dump 'demo': another writer committed to table messages" in last and "Concurrent" in last, last
+    assert "dump 'demo': another writer committed to table consume_queue" in last and "Concurrent" in last, last
     assert max(int(p.stem) for p in log.glob("*.json")) == version + 1  # nothing of the job's
-    assert read_dump(spark, wh, "messages", DUMP, latest=True).count() == 0  # the other writer's delete
+    assert read_dump(spark, wh, "consume_queue", DUMP, latest=True).count() == 0  # the other writer's delete
     # readers stay on the last complete run's snapshot: the delete belongs to no run
-    assert _rows(spark, wh, "messages") == clean["tables"]["messages"]
-    old = spark.read.format("delta").option("versionAsOf", version).load(f"{wh}/messages")
-    assert old.where(f"dump_id = '{DUMP}'").orderBy("commit_log_offset").toArrow().to_pylist() == \
-        clean["tables"]["messages"]
+    assert _rows(spark, wh, "consume_queue") == clean["tables"]["consume_queue"]
+    old = spark.read.format("delta").option("versionAsOf", version).load(f"{wh}/consume_queue")
+    assert old.where(f"dump_id = '{DUMP}'").orderBy(*KEYS["consume_queue"]).toArrow().to_pylist() == \
+        clean["tables"]["consume_queue"]
     assert not Path(marker_path(wh, DUMP)).exists()
 
 
