@@ -23,13 +23,10 @@ from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
 from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, pull_queue
-from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, units_from_table
+from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, units_from_table
 
 MATRIX_SCHEMA = pa.schema([
-    ("queue_offset", pa.int64()),
-    ("commit_log_offset", pa.int64()),
-    ("size", pa.int32()),
-    ("tags_code", pa.int64()),
+    *UNIT_FIELDS,
     ("bloom_bitmap", pa.binary()),
     ("decisions", pa.binary()),
 ])

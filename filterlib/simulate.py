@@ -27,11 +27,12 @@ FROM_REGISTRY = "consumerFilter.json"
 EARLIEST = "earliest"
 COMMITTED = "committed"
 
+UNIT_FIELDS = [pa.field("queue_offset", pa.int64()), pa.field("commit_log_offset", pa.int64()),
+               pa.field("size", pa.int32()), pa.field("tags_code", pa.int64())]
+"""A consume-queue unit's own columns, first in every per-unit schema of job 2 (units, decisions, matrix)."""
+
 UNITS_SCHEMA = pa.schema([
-    ("queue_offset", pa.int64()),
-    ("commit_log_offset", pa.int64()),
-    ("size", pa.int32()),
-    ("tags_code", pa.int64()),
+    *UNIT_FIELDS,
     ("tags_code_legal", pa.bool_()),
     ("has_ext", pa.bool_()),
     ("ext_store_time", pa.int64()),
@@ -49,10 +50,7 @@ MESSAGE_SIDE = ("properties", "tags", "body_error")
 
 DECISIONS_SCHEMA = pa.schema([
     ("plan", pa.int32()),
-    ("queue_offset", pa.int64()),
-    ("commit_log_offset", pa.int64()),
-    ("size", pa.int32()),
-    ("tags_code", pa.int64()),
+    *UNIT_FIELDS,
     ("outcome", pa.string()),
     ("layer", pa.string()),
     ("reason", pa.string()),

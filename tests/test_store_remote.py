@@ -112,11 +112,8 @@ def test_range_scan_reads_only_its_range_in_bounded_reads(s3, monkeypatch) -> No
         assert ra.records > 100
 
 
-def test_remote_windows_stop_near_the_range_end_and_grow_for_long_records(s3, monkeypatch) -> None:
-    """With whole-file chunks a remote window still stops REMOTE_TAIL past its range end; a tail shorter than the
-    record crossing the end doubles until it fits, and the rows and reports equal the local scan's."""
-    monkeypatch.setattr(scan, "REMOTE_TAIL", 64)  # far shorter than the demo's records: the doubling must kick in
-    local, remote = StoreDir(str(DEMO / "dump")), StoreDir(uri(s3))
+def _record_opened(monkeypatch) -> list[sfs.RemoteFile]:
+    """Every remote file opened from here on, in order (to count its reads and bytes)."""
     opened: list[sfs.RemoteFile] = []
     orig = sfs.open_random
 
@@ -126,6 +123,15 @@ def test_remote_windows_stop_near_the_range_end_and_grow_for_long_records(s3, mo
         return f
 
     monkeypatch.setattr(sfs, "open_random", keep)
+    return opened
+
+
+def test_remote_windows_stop_near_the_range_end_and_grow_for_long_records(s3, monkeypatch) -> None:
+    """With whole-file chunks a remote window still stops REMOTE_TAIL past its range end; a tail shorter than the
+    record crossing the end doubles until it fits, and the rows and reports equal the local scan's."""
+    monkeypatch.setattr(scan, "REMOTE_TAIL", 64)  # far shorter than the demo's records: the doubling must kick in
+    local, remote = StoreDir(str(DEMO / "dump")), StoreDir(uri(s3))
+    opened = _record_opened(monkeypatch)
     opts = ScanOptions(batch_rows=64)  # the default 64 MiB chunk: a whole demo file per window, were it not clipped
     for lf, rf in zip(local.commitlog.files, remote.commitlog.files, strict=True):
         for s, e in iter_ranges(lf.size, 40000):
@@ -149,15 +155,7 @@ def test_bodies_read_back_ranged_from_s3_equal_the_local_ones(s3, monkeypatch) -
     want = bodies.read_bodies(local, offsets)
     assert len(offsets) > 500 and all(b is not None for b in want)
     assert bodies.read_bodies(remote, offsets) == want
-    opened: list[sfs.RemoteFile] = []
-    orig = sfs.open_random
-
-    def keep(p):
-        f = orig(p)
-        opened.append(f)
-        return f
-
-    monkeypatch.setattr(sfs, "open_random", keep)
+    opened = _record_opened(monkeypatch)
     monkeypatch.setattr(bodies, "WINDOW_BYTES", 4096)  # the sparse offsets below lie further apart than this
     sparse = offsets[::200]
     assert bodies.read_bodies(remote, sparse) == want[::200]
