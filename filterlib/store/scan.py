@@ -254,11 +254,25 @@ _MIN_RECORD = 91  # 74 fixed bytes + two 8-byte hosts + a 1-byte topic length
 
 
 class _Columns:
-    """Column buffers for one batch, from Arrow's pool (freed blocks come back without page faults)."""
+    """The kernel's column buffers, sized by loose upper bounds and reused batch after batch (`for_batch`): a batch
+    takes exact-size copies of the parts it uses, so fresh tens of MiB are not faulted in for every batch."""
+
+    _kept = threading.local()
+
+    @classmethod
+    def for_batch(cls, rows: int, avail: int, want_body: bool) -> _Columns:
+        """Buffers for a batch of at most `rows` rows and `avail` record bytes: this thread's last ones when they
+        are big enough (the batches built from them hold copies, never views, and nothing reads them after)."""
+        rows = max(1, min(rows, avail // _MIN_RECORD + 1))
+        cols = getattr(cls._kept, "cols", None)
+        if cols is None or (cols.rows, cols.want_body) != (rows, want_body) or cols.avail < avail:
+            cols = cls._kept.cols = cls(rows, max(avail, 1 << 20), want_body)
+        return cols
 
     def __init__(self, rows: int, avail: int, want_body: bool):
         self.rows = rows = max(1, min(rows, avail // _MIN_RECORD + 1))
-        avail = max(avail, 1)
+        self.avail = avail = max(avail, 1)
+        self.want_body = want_body
         npairs = avail // 3 + rows + 1
         self.bufs: dict[str, pa.Buffer] = {}
         self.fixed_i64 = self._take("fixed_i64", np.int64, 7 * rows).reshape(7, rows)
@@ -294,14 +308,9 @@ class _Columns:
                 self.spec_data)
 
     def slice(self, name: str, start: int, nbytes: int) -> pa.Buffer:
-        """Bytes [start, start + nbytes) of a buffer: a view when it fills most of it, else an exact-size copy.
-
-        Most buffers are sized by loose upper bounds and filled a few percent; copying the used part keeps a
-        retained batch from pinning the rest (pages touched near each start count whole with huge pages).
-        """
+        """Bytes [start, start + nbytes) of a buffer, as an exact-size copy: the buffers are the next batch's too,
+        and a batch must not pin their unused rest."""
         buf = self.bufs[name]
-        if 2 * nbytes >= buf.size:
-            return buf.slice(start, nbytes)
         out = pa.allocate_buffer(nbytes)
         np.frombuffer(out, dtype=np.uint8)[:] = np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=start)
         return out
@@ -494,7 +503,7 @@ class RangeScan:
             avail = max(len(buf) - rel, 0)
             first = int.from_bytes(buf[rel:rel + 4].tobytes(), "big", signed=True) if rel + 4 <= len(buf) else 0
             avail = min(avail, max(o.batch_bytes, first))
-            cols = _Columns(o.batch_rows, avail, mode != 0)
+            cols = _Columns.for_batch(o.batch_rows, avail, mode != 0)
             res = K.decode_batch(buf, rel, end - boff, boff, self.file_base, eof, fsize, o.checks, tab, delay,
                                  mode, avail, *cols.args())
             st, stop, rows = int(res[0]), int(res[1]), int(res[2])
