@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
-from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, pull_queue
+from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, Span, pull_queue
 from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, units_from_table
 
 MATRIX_SCHEMA = pa.schema([
@@ -116,14 +116,16 @@ _COUNT_UNITS, _COUNT_BYTES = _count_weights()
 _PULL_FIELDS = [COUNT_FIELDS.index(n) for n in ("pulls", "empty_pulls", "found_pulls", "queues")]
 
 
-def counts(codes: np.ndarray, sizes: np.ndarray, message_count: np.ndarray, status: np.ndarray) -> np.ndarray:
-    """One subscription's COUNT_FIELDS over one queue, from its column of codes and its pulls."""
+def counts(codes: np.ndarray, sizes: np.ndarray, message_count: np.ndarray, status: np.ndarray,
+           first_call: bool = True) -> np.ndarray:
+    """One subscription's COUNT_FIELDS over one queue (or a run of its files: `first_call` when the run holds the
+    pull's first call, which counts the queue once), from its column of codes and its pulls."""
     n = len(CODES)
     per_code = np.bincount(codes, minlength=n)[:n]
     per_bytes = np.bincount(codes, weights=sizes, minlength=n)[:n].astype(np.int64)
     out = _COUNT_UNITS @ per_code + _COUNT_BYTES @ per_bytes
     out[_PULL_FIELDS] = [len(status), int((message_count == 0).sum()), int((status == FOUND).sum()),
-                         int(len(status) > 0)]
+                         int(len(status) > 0 and first_call)]
     return out
 
 
@@ -157,9 +159,11 @@ def matrix_column(codes: np.ndarray) -> pa.Array:
 
 def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, int, int]], width: int,
                  units: pa.Table, min_offset: int, units_per_file: int, config: PullConfig | None = None,
-                 engine_cache: dict | None = None) -> QueueOutput:
+                 engine_cache: dict | None = None, span: Span | None = None) -> QueueOutput:
     """Every (plan, position, filter, start offset, batch size) over one queue (`simulate.UNITS_SCHEMA` units from
-    `min_offset` on, in order), as the compact output: `width` bytes per matrix row, byte `position` the plan's."""
+    `min_offset` on, in order), as the compact output: `width` bytes per matrix row, byte `position` the plan's.
+    With `span` the units are a run of whole consumequeue files of a longer queue (`filterlib.pull.Span`): the
+    pulls' `pull_index` then counts from the run's first call, and the caller numbers them over the queue."""
     base = config or PullConfig()
     u = units_from_table(units)
     n = len(u)
@@ -170,7 +174,7 @@ def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, i
     details, pulls, out_counts = [], [], {}
     for plan, position, f, start, batch_size in filters:
         cfg = dataclasses.replace(base, batch_size=batch_size)
-        d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache)
+        d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache, span)
         scanned = np.flatnonzero(calls.unit_call >= 0)
         col = encode(d)
         codes[scanned, position] = col[scanned]
@@ -186,7 +190,8 @@ def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, i
             pa.array(calls.request_offset), pa.array([STATUS_NAMES[s] for s in calls.status.tolist()], pa.string()),
             pa.array(calls.next_begin_offset), pa.array(calls.message_count.astype(np.int32)),
             pa.array(calls.filter_message_count.astype(np.int32))], schema=PULLS_SCHEMA))
-        out_counts[plan] = counts(col[scanned], sizes[scanned], calls.message_count, calls.status)
+        out_counts[plan] = counts(col[scanned], sizes[scanned], calls.message_count, calls.status,
+                                  k > 0 and int(calls.request_offset[0]) == start)
     rows = np.flatnonzero(codes.any(axis=1)) if width else np.zeros(0, np.int64)
     take = pa.array(rows)
     legal = pc.fill_null(units.column("tags_code_legal").take(take), False)

@@ -71,6 +71,24 @@ class Calls:
         return [STATUS_NAMES[s] for s in self.status.tolist()]
 
 
+@dataclass(frozen=True)
+class Span:
+    """Where a run of a file queue's units sits in its queue, when the queue is replayed in pieces: the queue's
+    first offset and whether the queue's end lies at this run's end. A call of a file queue never scans past the end
+    of its consumequeue file (travelCqFileNumWhenGetMessage 1), so the calls started at a file's first offset are
+    the same whatever came before: a run of whole files, once the pull has reached it, pages on its own."""
+
+    queue_min: int
+    holds_end: bool
+
+
+def span_start(start: int, begin: int, end: int, span: Span) -> int | None:
+    """The offset the pull's calls reach the run [begin, end) at (`start` itself where the pull starts in it, or
+    before the queue), None when none of its calls lies in the run."""
+    at = start if begin == span.queue_min else max(start, begin)
+    return None if at >= end and not span.holds_end else at
+
+
 @njit(cache=True)
 def _batch_full(size, max_msg_nums, max_pull, buf, count, in_mem, bytes_mem, count_mem, bytes_disk, count_disk):
     """isTheBatchFull for a unit of batchNum 1."""
@@ -172,17 +190,34 @@ def _replay(start, min_offset, max_offset, units_per_file, sizes, cq_pass, cl_pa
 
 
 def replay_pulls(start: int, min_offset: int, sizes: np.ndarray, cq_pass: np.ndarray, cl_pass: np.ndarray,
-                 units_per_file: int, config: PullConfig | None = None, in_mem: np.ndarray | None = None) -> Calls:
+                 units_per_file: int, config: PullConfig | None = None, in_mem: np.ndarray | None = None,
+                 span: Span | None = None) -> Calls:
     """Pull a queue from `start` until getMessage says there is nothing more, as the harness's replay does.
 
     sizes / cq_pass / cl_pass are per unit from `min_offset` to the queue's end (the commit-log verdict matters
     only where the consume-queue layer passed); `in_mem` is estimateInMemByCommitOffset per unit (default: all
-    in memory — whether the broker would have read a unit from page cache depends on its RAM).
+    in memory — whether the broker would have read a unit from page cache depends on its RAM). With `span`, the
+    units are whole consumequeue files [min_offset, min_offset + len(sizes)) of a longer queue: the calls that lie
+    in them, call indices counted from the first of those.
     """
     c = config or PullConfig()
     n = len(sizes)
     if in_mem is None:
         in_mem = np.ones(n, dtype=bool)
+    if span is not None:
+        if units_per_file <= 0 or c.travel_cq_file_num != 1:
+            raise ValueError("only a file queue paged one file per call can be replayed in pieces")
+        at = span_start(int(start), int(min_offset), int(min_offset) + n, span)
+        if at is None:
+            empty = np.zeros(0, np.int64)
+            return Calls(empty, np.zeros(0, np.int8), empty, empty, empty, np.full(n, -1, np.int64))
+        calls = replay_pulls(at, min_offset, sizes, cq_pass, cl_pass, units_per_file, config, in_mem)
+        if not span.holds_end:  # the run's own end is no queue end: drop the OFFSET_OVERFLOW_ONE call made there
+            if calls.status[-1] != OFFSET_OVERFLOW_ONE:
+                raise AssertionError("a run of whole files ended in a call other than OFFSET_OVERFLOW_ONE")
+            calls = Calls(calls.request_offset[:-1], calls.status[:-1], calls.next_begin_offset[:-1],
+                          calls.message_count[:-1], calls.filter_message_count[:-1], calls.unit_call)
+        return calls
     max_pull = min(max(c.max_total_msg_size, 100), MAX_PULL_MSG_SIZE)
     max_filter = max(c.max_filter_message_size, c.batch_size * CQ_UNIT_SIZE)
     per_file = -1 if units_per_file == 0 and c.rocksdb_to_queue_end else int(units_per_file)
@@ -195,13 +230,14 @@ def replay_pulls(start: int, min_offset: int, sizes: np.ndarray, cq_pass: np.nda
 
 
 def pull_queue(f: mf.ExpressionMessageFilter, units: Units, sizes: np.ndarray, start: int, min_offset: int,
-               units_per_file: int, config: PullConfig | None = None, engine_cache: dict | None = None
-               ) -> tuple[Decisions, Calls]:
-    """One subscription's pulls over one queue (units from `min_offset` on): every unit's verdict set-at-a-time,
-    the calls paged from `start`, then the client's decode of each call's returned messages."""
+               units_per_file: int, config: PullConfig | None = None, engine_cache: dict | None = None,
+               span: Span | None = None) -> tuple[Decisions, Calls]:
+    """One subscription's pulls over one queue (units from `min_offset` on; with `span`, a run of whole files of
+    it): every unit's verdict set-at-a-time, the calls paged from `start`, then the client's decode of each call's
+    returned messages."""
     decisions = decide_units(f, units, engine_cache)
     cq_pass = ~np.isin(decisions.outcome, _CQ_DROPS)
     cl_pass = ~np.isin(decisions.outcome, _CL_DROPS)
-    calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, config)
+    calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, config, span=span)
     client_decode_layer(decisions, calls.unit_call, units.decode_errors, min_offset)
     return decisions, calls

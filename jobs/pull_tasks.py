@@ -15,21 +15,33 @@ import pyarrow.compute as pc
 from filterlib import matrix, tables
 from filterlib.dispatch import registry_from_spec
 from filterlib.matrix import MATRIX_SCHEMA
-from filterlib.pull import PullConfig
-from filterlib.replay import load_queue
+from filterlib.pull import PullConfig, Span
 from filterlib.simulate import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA, Plan, build_filter
 from filterlib.store import fs as sfs
+from filterlib.store.dumpqueue import read_chunks, units_per_file
 from filterlib.store.storedir import StoreDir
 from jobs.schemas import spark_ddl
 
-QUEUE_TASK_DDL = "topic string, queue_id int"
-QUEUE_META = [pa.field("topic", pa.string()), pa.field("queue_id", pa.int32()), pa.field("min_offset", pa.int64()),
-              pa.field("units_per_file", pa.int64())]
+QUEUE_TASK_DDL = "topic string, queue_id int, piece_units long"
+QUEUE_META = [pa.field("topic", pa.string()), pa.field("queue_id", pa.int32()), pa.field("piece", pa.int64()),
+              pa.field("min_offset", pa.int64()), pa.field("units_per_file", pa.int64()),
+              pa.field("end_offset", pa.int64())]
 CQ_SIDE = pa.schema(QUEUE_META + [f for f in UNITS_SCHEMA if f.name not in MESSAGE_SIDE])
-"""A dump queue's units as read from its files, each row carrying its queue's min offset and units per file; a
-queue also gets one row with queue_offset null, so that an empty queue still gets its pulls."""
+"""A queue's units as its replay takes them, each row carrying its queue's min offset, units per file and the
+piece (`piece`) of the queue it is replayed in. Each queue also has one end row (queue_offset null, `end_offset`
+the offset past its last unit) in the piece that holds its end, so that an empty queue still gets its pulls and
+the piece that makes the queue's last call knows it."""
 
-MATRIX, DETAIL, PULL, COUNT, FILE = "matrix", "detail", "pull", "count", "file"
+
+def piece_size(units_per_file: int, wanted: int) -> int:
+    """Units per piece a queue is replayed in: whole consumequeue files, at least `wanted` units (0: the whole
+    queue in one piece, as a RocksDB queue always is, its calls not bound to files)."""
+    if units_per_file <= 0 or wanted <= 0:
+        return 0
+    return -(-wanted // units_per_file) * units_per_file
+
+
+MATRIX, DETAIL, PULL, COUNT, FILE, PIECE = "matrix", "detail", "pull", "count", "file", "piece"
 OUT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()), ("subscription_index", pa.int32()),
     *[f for f in MATRIX_SCHEMA], ("what_if_decisions", pa.binary()), ("scanned", pa.bool_()),
@@ -41,12 +53,14 @@ OUT_SCHEMA = pa.schema([
 """What a queue's one replay emits, every kind in one schema (the other kinds' columns null): MATRIX rows (the
 unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
 `scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
-subscription (`filterlib.matrix.COUNT_FIELDS`). A task that writes its tables' Parquet files itself
-(`PullContext.targets`) emits FILE rows (`file`: the `delta_files.write_part` descriptor as JSON) in place of the
-MATRIX, DETAIL and PULL rows, and MATRIX rows only for a topic with what-if candidates (what the comparison reads)."""
+subscription (`filterlib.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition]).
+A task that writes its tables' Parquet files itself (`PullContext.targets`) emits FILE rows (`file`: the
+`delta_files.write_part` descriptor as JSON) in place of the MATRIX and DETAIL rows, and MATRIX rows only for a
+topic with what-if candidates (what the comparison reads). PULL rows always come back: a piece of a queue numbers
+its calls from its own first, and the job numbers them over the queue (few rows: a call scans up to 800 units)."""
 WRITTEN = {"pull_decisions": (tables.DECISION_MATRIX, ("dump_id", "topic", "queue_id", "queue_offset",
                                                          "commit_log_offset")),
-           "decision_details": (tables.DECISION_DETAILS, ()), "pulls": (tables.PULLS, ())}
+           "decision_details": (tables.DECISION_DETAILS, ())}
 """The tables a replay task writes itself: (table, the columns Delta keeps file statistics for)."""
 
 
@@ -75,9 +89,54 @@ def _bitmap_array(bitmaps: np.ndarray, lengths: np.ndarray) -> pa.Array:
                     pa.binary())
 
 
+def _cq_batch(topic: str, queue_id: int, cu: int, min_offset: int, per_file: int, qo: np.ndarray,
+              clo: np.ndarray, size: np.ndarray, ext, end: int | None) -> pa.RecordBatch:
+    """CQ_SIDE rows: units at queue offsets `qo`, or the queue's end row (`end`, no units)."""
+    n = len(qo) if end is None else 1
+    piece = (qo // cu if cu else np.zeros(len(qo), np.int64)) if end is None else \
+        np.array([end // cu if cu else 0], np.int64)
+    head = {"topic": pa.array([topic] * n, pa.string()), "queue_id": pa.array(np.full(n, queue_id, np.int32)),
+            "piece": pa.array(piece, pa.int64()), "min_offset": pa.array(np.full(n, min_offset, np.int64)),
+            "units_per_file": pa.array(np.full(n, per_file, np.int64)),
+            "end_offset": pa.array([end], pa.int64()) if end is not None else pa.nulls(n, pa.int64())}
+    if end is not None:
+        cols = {f.name: pa.nulls(1, f.type) for f in CQ_SIDE if f.name not in head}
+    else:
+        cols = {"queue_offset": pa.array(qo, pa.int64()), "commit_log_offset": pa.array(clo, pa.int64()),
+                "size": pa.array(size.astype(np.int32)), "tags_code": pa.array(ext.tags_code, pa.int64()),
+                "tags_code_legal": pa.array(ext.tags_code_legal.astype(bool)),
+                "has_ext": pa.array(ext.has_ext.astype(bool)), "ext_store_time": pa.array(ext.store_time, pa.int64()),
+                "filter_bitmap": _bitmap_array(ext.bitmaps, np.asarray(ext.bitmap_length, dtype=np.int64))}
+    return pa.RecordBatch.from_arrays([pa.array(head.get(f.name, cols.get(f.name)), f.type) for f in CQ_SIDE],
+                                      schema=CQ_SIDE)
+
+
+def dump_queue_batches(store: StoreDir, topic: str, queue_id: int, wanted: int) -> Iterator[pa.RecordBatch]:
+    """One dump queue as CQ_SIDE batches, a consumequeue file (a RocksDB batch) at a time, so a task holds one file
+    whatever the queue's length: the units numbered on from the first held one as `replay.load_queue` numbers
+    them, then the end row."""
+    per_file = units_per_file(store, topic, queue_id)
+    cu = piece_size(per_file, wanted)
+    min_offset = nxt = None
+    last_end = 0
+    for c in read_chunks(store, topic, queue_id):
+        if c.end_offset is not None:
+            last_end = c.end_offset
+        if not len(c):
+            continue
+        if min_offset is None:
+            min_offset = nxt = int(c.queue_offset[0])
+        qo = np.arange(nxt, nxt + len(c), dtype=np.int64)
+        nxt += len(c)
+        yield _cq_batch(topic, queue_id, cu, min_offset, per_file, qo, c.commit_log_offset, c.size, c.ext, None)
+    if min_offset is None:
+        min_offset = nxt = last_end
+    yield _cq_batch(topic, queue_id, cu, min_offset, per_file, np.zeros(0, np.int64), None, None, None, nxt)
+
+
 def read_dump_queues(store_root: str, store_type: str | None = None):
-    """The mapInArrow function: (topic, queue_id) rows in, the dump's units of those queues out (CQ_SIDE); the
-    broker's storeType picks the kind of queues where the dump holds both."""
+    """The mapInArrow function: (topic, queue_id, piece_units) rows in, the dump's units of those queues out
+    (CQ_SIDE, `dump_queue_batches`); the broker's storeType picks the kind of queues where the dump holds both."""
     remote = sfs.snapshot()  # a remote store's file system, registered in the task before it reads
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -85,27 +144,7 @@ def read_dump_queues(store_root: str, store_type: str | None = None):
         store = StoreDir(store_root, store_type=store_type)
         for batch in batches:
             for t in batch.to_pylist():
-                q = load_queue(store, t["topic"], t["queue_id"])
-                n = len(q.size)
-                e = q.ext
-                cols = {"topic": pa.array([q.topic] * (n + 1), pa.string()),
-                        "queue_id": pa.array(np.full(n + 1, q.queue_id, dtype=np.int32)),
-                        "min_offset": pa.array(np.full(n + 1, q.min_offset, dtype=np.int64)),
-                        "units_per_file": pa.array(np.full(n + 1, q.units_per_file, dtype=np.int64)),
-                        "queue_offset": pa.array(list(range(q.min_offset, q.min_offset + n)) + [None], pa.int64()),
-                        "commit_log_offset": q.commit_log_offset, "size": q.size.astype(np.int32),
-                        "tags_code": e.tags_code, "tags_code_legal": e.tags_code_legal.astype(bool),
-                        "has_ext": e.has_ext.astype(bool), "ext_store_time": e.store_time}
-                arrays = []
-                for f in CQ_SIDE:
-                    if f.name == "filter_bitmap":
-                        a = _bitmap_array(e.bitmaps, np.asarray(e.bitmap_length, dtype=np.int64))
-                    else:
-                        a = cols[f.name]
-                    if len(a) == n:
-                        a = pa.concat_arrays([pa.array(a, f.type), pa.nulls(1, f.type)])
-                    arrays.append(pa.array(a, f.type))
-                yield pa.RecordBatch.from_arrays(arrays, schema=CQ_SIDE)
+                yield from dump_queue_batches(store, t["topic"], t["queue_id"], int(t["piece_units"]))
 
     return run
 
@@ -163,19 +202,34 @@ def replay_queues(ctx: PullContext):
         queue_id = table.column("queue_id")[0].as_py()
         min_offset = int(table.column("min_offset")[0].as_py())
         per_file = int(table.column("units_per_file")[0].as_py())
+        ends = pc.drop_null(table.column("end_offset"))
         units = table.filter(pc.is_valid(table.column("queue_offset")))
         units = units.sort_by("queue_offset").select(UNITS_SCHEMA.names).cast(UNITS_SCHEMA)
+        begin = int(units.column("queue_offset")[0].as_py()) if units.num_rows else int(ends[0].as_py())
+        span = None
+        if per_file > 0 and (begin != min_offset or not len(ends)):  # a piece of a longer file queue
+            span = Span(min_offset, holds_end=len(ends) > 0)
         entries = _topic_filters(ctx).get(topic, [])
         filters = [(p.index, int(ctx.positions[str(p.index)]), f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)),
                     p.batch_size) for p, f in entries]
         real, cand = ctx.widths.get(topic, (0, 0))
-        out = matrix.replay_queue(filters, real + cand, units, min_offset, per_file,
-                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end))
+        out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
+                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), span=span)
+        piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition()]],
+                                                                      pa.list_(pa.int64()))})
         if ctx.targets:
-            return written(ctx, out, topic, queue_id, real, cand)
-        return compact(out, topic, queue_id, real, cand)
+            return pa.concat_tables([written(ctx, out, topic, queue_id, real, cand), piece])
+        return pa.concat_tables([compact(out, topic, queue_id, real, cand), piece])
 
     return run
+
+
+def _partition() -> int:
+    """The Spark partition this task replays (-1 outside a task): the summary shows how the pieces spread."""
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    return tc.partitionId() if tc is not None else -1
 
 
 def _with_head(t: pa.Table, dump_id: str, topic: str, queue_id: int, schema: pa.Schema) -> pa.Table:
@@ -189,34 +243,26 @@ def _with_head(t: pa.Table, dump_id: str, topic: str, queue_id: int, schema: pa.
 
 def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand: int) -> pa.Table:
     """One queue's compact output written as Parquet files by this task (`delta_files.write_part`: the run's
-    subscriptions' matrix rows, details and pulls), handed back as FILE rows beside the COUNT rows (and the MATRIX
+    subscriptions' matrix rows and details), handed back as FILE rows beside the PULL and COUNT rows (and the MATRIX
     rows of a topic with what-if candidates)."""
     from jobs.delta_files import write_part
 
-    m, d, p = out.matrix, out.details, out.pulls
+    m, d = out.matrix, out.details
     codes = matrix.codes_of(m, real + cand)
     scanned = codes[:, :real].any(axis=1) if real else np.zeros(m.num_rows, bool)
     mine = m.take(pa.array(np.flatnonzero(scanned))).set_column(
         m.schema.get_field_index("decisions"), "decisions", matrix.matrix_column(codes[scanned][:, :real]))
-    groups = {int(obj["index"]): obj["group"] for obj in ctx.plans}
     d = d.filter(pc.less(d.column("plan"), ctx.current)).rename_columns(
         ["subscription_index" if n == "plan" else n for n in d.column_names])
-    p = p.filter(pc.less(p.column("plan"), ctx.current)).rename_columns(
-        ["subscription_index" if n == "plan" else n for n in p.column_names])
-    p = p.append_column("consumer_group", pa.array([groups[i] for i in p.column("subscription_index").to_pylist()],
-                                                   pa.string()))
     files = []
-    for name, t in (("pull_decisions", mine), ("decision_details", d), ("pulls", p)):
+    for name, t in (("pull_decisions", mine), ("decision_details", d)):
         table, stats = WRITTEN[name]
         schema = table.arrow()
         desc = write_part(ctx.targets[name], _with_head(t, ctx.dump_id, topic, queue_id, schema), schema, stats)
         if desc is not None:
             files.append(json.dumps(desc))
-    plans = sorted(out.counts)
     parts = [_part(FILE, len(files), topic, queue_id, {"file": pa.array(files, pa.string())}),
-             _part(COUNT, len(plans), topic, queue_id, {
-                 "subscription_index": pa.array(plans, pa.int32()),
-                 "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64()))})]
+             _pulls_part(out.pulls, topic, queue_id), _counts_part(out, topic, queue_id)]
     if cand:
         cols = {name: m.column(name) for name in m.column_names}
         cols["decisions"] = matrix.matrix_column(codes[:, :real])
@@ -224,6 +270,18 @@ def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int
         cols["scanned"] = pa.array(scanned)
         parts.append(_part(MATRIX, m.num_rows, topic, queue_id, cols))
     return pa.concat_tables(parts)
+
+
+def _pulls_part(p: pa.Table, topic: str, queue_id: int) -> pa.Table:
+    return _part(PULL, p.num_rows, topic, queue_id, {("subscription_index" if n == "plan" else n): p.column(n)
+                                                     for n in p.column_names})
+
+
+def _counts_part(out: matrix.QueueOutput, topic: str, queue_id: int) -> pa.Table:
+    plans = sorted(out.counts)
+    return _part(COUNT, len(plans), topic, queue_id, {
+        "subscription_index": pa.array(plans, pa.int32()),
+        "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64()))})
 
 
 def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array]) -> pa.Table:
@@ -247,17 +305,10 @@ def compact(out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand:
     if cand:
         cols["what_if_decisions"] = matrix.matrix_column(codes[:, real:])
     cols["scanned"] = pa.array(codes[:, :real].any(axis=1) if real else np.zeros(m.num_rows, bool))
-    d, p = out.details, out.pulls
-    plans = sorted(out.counts)
-    parts = [
+    d = out.details
+    return pa.concat_tables([
         _part(MATRIX, m.num_rows, topic, queue_id, cols),
         _part(DETAIL, d.num_rows, topic, queue_id, {"subscription_index": d.column("plan"),
                                                     "queue_offset": d.column("queue_offset"),
                                                     "detail": d.column("detail")}),
-        _part(PULL, p.num_rows, topic, queue_id, {("subscription_index" if n == "plan" else n): p.column(n)
-                                                  for n in p.column_names}),
-        _part(COUNT, len(plans), topic, queue_id, {
-            "subscription_index": pa.array(plans, pa.int32()),
-            "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64()))}),
-    ]
-    return pa.concat_tables(parts)
+        _pulls_part(out.pulls, topic, queue_id), _counts_part(out, topic, queue_id)])

@@ -85,12 +85,14 @@ from jobs.pull_tasks import (
     DETAIL,
     FILE,
     MATRIX,
+    PIECE,
     PULL,
     QUEUE_TASK_DDL,
     WRITTEN,
     PullContext,
     cq_side_ddl,
     out_ddl,
+    piece_size,
     read_dump_queues,
     replay_queues,
 )
@@ -105,6 +107,8 @@ PROG = "simulate_pull"
 log = job_logger(PROG)
 
 DUMP, REBUILT = "dump", "rebuilt"
+DEFAULT_PIECE_UNITS = 1 << 18
+"""Units per piece a file queue is replayed in (rounded up to whole consumequeue files): what one task holds."""
 MATRIX_COLUMNS = tables.DECISION_MATRIX.names[1:]
 MATRIX_STATS = ["dump_id", "topic", "queue_id", "queue_offset", "commit_log_offset"]
 """The matrix columns Delta keeps file statistics for (what explain looks units up by; delta_io.replace_dump)."""
@@ -131,6 +135,7 @@ class Inputs:
     subscriptions_path: str | None = None
     broker_version: str | None = None
     version_line: str = ""
+    piece_units: int = DEFAULT_PIECE_UNITS
 
 
 @dataclass
@@ -143,6 +148,10 @@ class Summary:
     plans: list[Plan] = field(default_factory=list)
     stats: list[dict] = field(default_factory=list)
     queues: int = 0
+    pieces: int = 0
+    """The replay's tasks: a queue of file queues is cut into pieces of whole consumequeue files."""
+    piece_partitions: int = 0
+    largest_piece: int = 0
     decisions: int = 0
     delivered: int = 0
     pulls: int = 0
@@ -160,7 +169,8 @@ class Summary:
         out = [f"dump {self.dump_id} (broker {brokerversion.rules_release(self.broker_version)}): consume queues "
                f"from the {self.queues_source} "
                f"({'the broker’s own files' if self.queues_source == DUMP else 'job 1’s consume_queue table'}), "
-               f"pulls from the {self.start} offset; {len(self.plans)} subscriptions over {self.queues} queues"]
+               f"pulls from the {self.start} offset; {len(self.plans)} subscriptions over {self.queues} queues"
+               + (f" in {self.pieces} pieces of whole consumequeue files" if self.pieces > self.queues else "")]
         if self.version_line:
             out.append(self.version_line)
         for s in self.stats:
@@ -244,6 +254,11 @@ def parser() -> argparse.ArgumentParser:
                         "candidate is pulled as a posted subscription (exact SQL92, no bloom bits); the other "
                         "tables are not changed by it. A candidate that does not compile is reported with its "
                         "position and reason and skipped")
+    p.add_argument("--piece-units", type=int, default=DEFAULT_PIECE_UNITS, metavar="N",
+                   help="replay each file queue in pieces of whole consumequeue files of at least N units, one "
+                        "task each, so one long queue uses every core and a task holds one piece whatever the "
+                        "queue's length (exact: a call never scans past its consumequeue file); 0 replays every "
+                        "queue whole. A RocksDB queue is always replayed whole (default: %(default)s)")
     add_broker_version_arg(p, f"default: what job 1 recorded for the dump (read from the same store), else the "
                               f"release the dump's files show (brokerversion.detect), else {brokerversion.DEFAULT}")
     add_session_args(p, DEFAULTS)
@@ -272,8 +287,10 @@ def validate(args: argparse.Namespace) -> Inputs:
             raise InputError(str(e)) from None
         (refused if isinstance(parsed, WhatIfRefused) else candidates).append(parsed)
     version = None if args.broker_version is None else broker_version_of(args.broker_version)
+    if args.piece_units < 0:
+        raise InputError(f"--piece-units {args.piece_units}: give a count of units, or 0 to replay queues whole")
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults,
-                  candidates, refused, args.subscriptions, version)
+                  candidates, refused, args.subscriptions, version, piece_units=args.piece_units)
 
 
 def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
@@ -396,8 +413,8 @@ def _body_errors(batches):
 
 
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary) -> DataFrame:
-    """Every pulled queue's units with min_offset and units_per_file (CQ side only), from the dump or job 1."""
-    from pyspark.sql import Window
+    """Every pulled queue's units with min_offset, units_per_file and the piece they are replayed in, and each
+    queue's end row (`pull_tasks.CQ_SIDE`: the CQ side only), from the dump or job 1."""
     from pyspark.sql import functions as F
 
     source = inputs.queues
@@ -416,7 +433,8 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
         summary.queues = len(pairs)
         if not pairs:
             return spark.createDataFrame([], cq_side_ddl())
-        rdd = spark.sparkContext.parallelize(pairs, max(1, min(len(pairs), 64)))
+        rdd = spark.sparkContext.parallelize([(t, q, inputs.piece_units) for t, q in pairs],
+                                             max(1, min(len(pairs), 64)))
         return spark.createDataFrame(rdd, QUEUE_TASK_DDL).mapInArrow(
             read_dump_queues(store.root, store.conf.storeType), cq_side_ddl())
     if store.queue_kind == ROCKSDB:
@@ -424,14 +442,21 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
                              "the rebuilt queues are paged as the broker pages RocksDB queues, with no bloom layer")
     cq = read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id).where(F.col("topic").isin(sorted(topics)))
     per_file = 0 if _pages_rocksdb(store) else max(1, store.conf.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE)
-    w = Window.partitionBy("topic", "queue_id")
-    units = cq.select("topic", "queue_id", F.min("queue_offset").over(w).alias("min_offset"),
-                      F.lit(per_file).cast("long").alias("units_per_file"), "queue_offset", "commit_log_offset",
-                      "size", "tags_code", F.lit(True).alias("tags_code_legal"),
-                      F.col("msg_store_time").isNotNull().alias("has_ext"),
-                      F.col("msg_store_time").alias("ext_store_time"), "filter_bitmap")
-    summary.queues = units.select("topic", "queue_id").distinct().count()
-    return units
+    size = piece_size(per_file, inputs.piece_units)
+    bounds = [(r.topic, r.queue_id, r.lo, r.hi) for r in cq.groupBy("topic", "queue_id").agg(
+        F.min("queue_offset").alias("lo"), (F.max("queue_offset") + 1).alias("hi")).collect()]
+    summary.queues = len(bounds)
+    lows = spark.createDataFrame([(t, q, lo) for t, q, lo, _ in bounds], "topic string, queue_id int, min_offset long")
+    piece = (F.floor(F.col("queue_offset") / size) if size else F.lit(0)).cast("long")
+    units = cq.join(F.broadcast(lows), ["topic", "queue_id"]).select(
+        "topic", "queue_id", piece.alias("piece"), "min_offset", F.lit(per_file).cast("long").alias("units_per_file"),
+        F.lit(None).cast("long").alias("end_offset"), "queue_offset", "commit_log_offset", "size", "tags_code",
+        F.lit(True).alias("tags_code_legal"), F.col("msg_store_time").isNotNull().alias("has_ext"),
+        F.col("msg_store_time").alias("ext_store_time"), "filter_bitmap")
+    ends = spark.createDataFrame([(t, q, hi // size if size else 0, lo, per_file, hi) for t, q, lo, hi in bounds],
+                                 "topic string, queue_id int, piece long, min_offset long, units_per_file long, "
+                                 "end_offset long")
+    return units.unionByName(ends, allowMissingColumns=True)
 
 
 def _pages_rocksdb(store: StoreDir) -> bool:
@@ -539,6 +564,17 @@ def _file_targets(spark: SparkSession, warehouse: str, dump_id: str) -> dict:
     except ValueError as e:
         log.info("tables written through Spark: %s", e)
         return {}
+
+
+def _pulls_df(out: DataFrame, plans_df: DataFrame, mine, dump_id) -> DataFrame:
+    """The run's pulls, each numbered over its queue: a piece numbers its calls from its own first, and calls of
+    one subscription and queue follow each other in request offset."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("subscription_index", "topic", "queue_id").orderBy("request_offset")
+    pulls = out.where((F.col("kind") == PULL) & mine).withColumn("pull_index", F.row_number().over(w) - 1)
+    return pulls.join(F.broadcast(plans_df), "subscription_index").select(dump_id, *PULL_COLUMNS)
 
 
 def _codes_df(spark: SparkSession, dump_id: str) -> DataFrame:
@@ -661,18 +697,18 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
                           inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue))
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
 
-    # One replay per queue. Its tasks write the matrix, details and pulls as Parquet files themselves and hand back
-    # only the files and a count row per subscription; the driver commits each table once. Where they cannot write
-    # (a warehouse neither local nor s3a), the compact output is cached once and each table written from it. No
-    # second replay either way, and no read-back of the decisions to count.
+    # One replay per piece of a queue (whole consumequeue files; a queue is one piece when short or RocksDB). Its
+    # tasks write the matrix and details as Parquet files themselves and hand back the files, the pulls and a count
+    # row per subscription; the driver commits each table once. Where they cannot write (a warehouse neither local
+    # nor s3a), the compact output is cached once and each table written from it. No second replay either way, and
+    # no read-back of the decisions to count.
     msg_side = messages.select("commit_log_offset", *MESSAGE_SIDE)
     joined = units.join(msg_side, "commit_log_offset", "left")
     wh = inputs.warehouse
     targets = _file_targets(spark, wh, inputs.dump_id)
     ctx = replace(ctx, current=len(plans), targets=targets, dump_id=inputs.dump_id)
-    out = joined.groupBy("topic", "queue_id").applyInArrow(replay_queues(ctx), out_ddl())
-    if not targets or cand_plans:  # read more than once: the tables written from it, or the what-if comparison
-        out = out.persist(StorageLevel.MEMORY_AND_DISK)
+    out = joined.groupBy("topic", "queue_id", "piece").applyInArrow(replay_queues(ctx), out_ddl())
+    out = out.persist(StorageLevel.MEMORY_AND_DISK)  # read more than once: the pulls, the tables written from it
     plans_df = spark.createDataFrame(
         [(p.index, p.group, p.type, p.expression) for p in all_plans],
         "subscription_index int, consumer_group string, subscription_type string, expression string")
@@ -681,18 +717,26 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
                          f"{' and write their files' if targets else ''}")
     with task_writes("pull_decisions", table_path(wh, "pull_decisions"), inputs.dump_id):
-        small = out.where(((F.col("kind") == COUNT) & mine) | (F.col("kind") == FILE)).select(
+        small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
             "kind", "subscription_index", "counts", "file").collect()
     counts = {}
+    pieces = []
     for r in small:
         if r.kind == COUNT:
             counts[r.subscription_index] = counts.get(r.subscription_index, 0) + np.asarray(r.counts, dtype=np.int64)
+        elif r.kind == PIECE:
+            pieces.append(r.counts)
+    summary.pieces = len(pieces)
+    summary.piece_partitions = len({p[1] for p in pieces})
+    summary.largest_piece = max((p[0] for p in pieces), default=0)
     agg = {i: dict(zip(COUNT_FIELDS, (int(x) for x in v), strict=True)) for i, v in counts.items()}
     summary.stats = _stats_rows(inputs, plans, agg, positions)
     summary.decisions = sum(a["units_scanned"] for a in agg.values())
     summary.delivered = sum(a["delivered"] for a in agg.values())
     summary.pulls = sum(a["pulls"] for a in agg.values())
-    log.info("decided: %d units, %d delivered, %d pulls", summary.decisions, summary.delivered, summary.pulls)
+    log.info("decided: %d units, %d delivered, %d pulls; %d queues replayed in %d pieces (the largest %d units) "
+             "over %d tasks", summary.decisions, summary.delivered, summary.pulls, summary.queues, summary.pieces,
+             summary.largest_piece, summary.piece_partitions)
 
     if targets:
         by_uri = {t.table_uri: name for name, t in targets.items()}
@@ -713,10 +757,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_details")
         details_df = out.where((F.col("kind") == DETAIL) & mine).select(dump_id, *DETAIL_COLUMNS)
         summary.tables["decision_details"] = replace_dump(details_df, wh, "decision_details", inputs.dump_id)
-        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
-        pulls_df = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(plans_df), "subscription_index").select(
-            dump_id, *PULL_COLUMNS)
-        summary.tables["pulls"] = replace_dump(pulls_df, wh, "pulls", inputs.dump_id)
+    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
+    summary.tables["pulls"] = replace_dump(_pulls_df(out, plans_df, mine, dump_id), wh, "pulls", inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_codes and group_stats")
     codes_df = _codes_df(spark, inputs.dump_id)
     summary.tables["decision_codes"] = replace_dump(codes_df, wh, "decision_codes", inputs.dump_id)

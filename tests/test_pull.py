@@ -14,7 +14,7 @@ from test_registry import replay_registrations, store_run
 
 from filterlib.engine.decide import OUTCOMES, Decisions, decide_units
 from filterlib.message_filter import BLOOM_MISS, SQL_ERROR, SQL_FALSE, SQL_NULL, TAG_HASH_MISS
-from filterlib.pull import PullConfig, replay_pulls
+from filterlib.pull import PullConfig, Span, replay_pulls, span_start
 from filterlib.registry import compile_filter
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 
@@ -103,3 +103,54 @@ def test_filter_scan_limit_per_call():
     wide = replay_pulls(0, 0, np.full(n, 100), np.zeros(n, bool), np.zeros(n, bool), 100_000,
                         PullConfig(batch_size=1000))
     assert wide.next_begin_offset.tolist()[0] == 1000
+
+
+def _pieces(min_offset: int, n: int, size: int) -> list[tuple[int, int]]:
+    """[begin, end) runs of whole files of `size` units over the queue [min_offset, min_offset + n)."""
+    cuts = list(range((min_offset // size + 1) * size, min_offset + n, size))
+    edges = [min_offset, *cuts, min_offset + n]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_queue_paged_in_pieces_of_whole_files_gives_the_same_calls(seed):
+    """Cut anywhere on consumequeue file boundaries, each piece paged on its own (`Span`) and its calls numbered on
+    over the queue gives exactly the whole queue's calls and per-unit call: a call never scans past its file."""
+    rng = np.random.default_rng(seed)
+    per_file = int(rng.choice([3, 7, 10, 64, 900]))
+    min_offset = int(rng.integers(0, 3 * per_file))
+    n = int(rng.integers(0, 12 * per_file + 50))
+    sizes = rng.choice([100, 5000, 40 * 1024, 200 * 1024], n, p=[0.6, 0.2, 0.15, 0.05])
+    dense = float(rng.choice([0.0, 0.02, 0.5, 1.0]))
+    cq_pass = rng.random(n) < dense
+    cl_pass = rng.random(n) < 0.8
+    start = int(rng.choice([0, min_offset, min_offset + n // 2, min_offset + n, min_offset + n + 3,
+                            max(0, min_offset - 1)]))
+    config = PullConfig(batch_size=int(rng.choice([1, 8, 32, 1000])))
+    whole = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, per_file, config)
+    for files in (1, 2, 5):
+        got = {k: [] for k in ("request_offset", "status", "next_begin_offset", "message_count",
+                               "filter_message_count")}
+        unit_call = []
+        pieces = _pieces(min_offset, n, files * per_file) if n else [(min_offset, min_offset)]
+        for begin, end in pieces:
+            i, j = begin - min_offset, end - min_offset
+            calls = replay_pulls(start, begin, sizes[i:j], cq_pass[i:j], cl_pass[i:j], per_file, config,
+                                 span=Span(min_offset, holds_end=end == min_offset + n))
+            before = len(got["status"])
+            unit_call += [c + before if c >= 0 else -1 for c in calls.unit_call.tolist()]
+            for k in got:
+                got[k] += getattr(calls, k).tolist()
+        for k in got:
+            assert got[k] == getattr(whole, k).tolist(), (k, files)
+        assert unit_call == whole.unit_call.tolist()
+
+
+def test_span_start_names_where_the_pull_reaches_a_piece():
+    span = Span(queue_min=10, holds_end=False)
+    assert span_start(3, 10, 20, span) == 3  # the first piece makes the pull's first call, OFFSET_TOO_SMALL
+    assert span_start(3, 20, 30, span) == 20
+    assert span_start(25, 20, 30, span) == 25
+    assert span_start(35, 20, 30, span) is None  # the pull starts after this piece
+    assert span_start(35, 30, 40, Span(10, holds_end=True)) == 35
+    assert span_start(45, 30, 40, Span(10, holds_end=True)) == 45  # OFFSET_OVERFLOW_BADLY, in the last piece

@@ -42,8 +42,23 @@ SCENARIOS = {
     "varied_551": lambda: scenarios.varied_scenario(4),
     "answers_on_551": lambda: scenarios.pull_answers_scenario(11, True),
     "unregistered_551": lambda: scenarios.unregistered_filters_scenario(1),
+    "one_queue": lambda: one_queue_scenario(5),
 }
+WHOLE = {"tag_sql", "demo"}
+"""Scenarios whose queues job 2 replays whole (its default for short queues); every other one is replayed in pieces
+of one consumequeue file (10 units), each piece a task of its own."""
 DEMO = ROOT / "demo"
+
+
+def one_queue_scenario(seed: int) -> dict:
+    """tag_and_sql_scenario's messages all in queue 0 of a one-queue topic: one long queue of 10-unit files."""
+    scenario = scenarios.tag_and_sql_scenario(seed, n_messages=260)
+    for t in scenario["topics"]:
+        t["readQueueNums"] = t["writeQueueNums"] = 1
+    for e in scenario["events"]:
+        if "queueId" in e:
+            e["queueId"] = 0
+    return scenario
 
 
 def subscriptions_file(path: Path, subs: list[dict]) -> str:
@@ -87,11 +102,12 @@ def replayed(spark, tmp_path_factory) -> dict:
                 "--broker-version", version]
         bodies = ["--bodies"] if make is None else []  # the demo's bodies in the warehouse; the others' in the dump
         built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args + bodies)))
-        summary = simulate_pull.run(spark, simulate_pull.validate(
-            simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
+        pull_args = args + ["--subscriptions", subs] + ([] if name in WHOLE else ["--piece-units", "1"])
+        summary = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(pull_args)))
         truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
                                  "subscriptions": scenario["subscriptions"]}, version)
         out[name] = {"summary": summary, "built": built, "truth": truth, "args": args + ["--subscriptions", subs],
+                     "pull_args": pull_args,
                      "store": store, "report": report}
     out["warehouse"] = wh
     return out
@@ -169,6 +185,29 @@ def test_decisions_pulls_and_deliveries_equal_the_real_pull(spark, replayed, nam
     assert units >= 40 and calls >= 4 and msgs > 5
 
 
+def test_one_long_queue_is_replayed_in_pieces_over_several_tasks(spark, replayed) -> None:
+    """One queue of 10-unit consumequeue files, --piece-units 1: a task per file, spread over the session's
+    partitions, none holding more than a file; and the pieces agree with the real pull (the test above) and with
+    the same queue replayed whole, pull numbers included."""
+    s = replayed["one_queue"]["summary"]
+    assert s.queues == 1
+    assert s.pieces >= 20 and s.largest_piece <= 10
+    assert s.piece_partitions > 1
+    assert any(f"in {s.pieces} pieces" in line for line in s.lines())
+    wh = replayed["warehouse"]
+    order = {"pulls": ["subscription_index", "queue_id", "pull_index"],
+             "pull_decisions": ["subscription_index", "queue_id", "queue_offset"],
+             "group_stats": ["subscription_index"]}
+    pieced = {t: rows(spark, wh, t, "one_queue", o) for t, o in order.items()}
+    args = replayed["one_queue"]["pull_args"]
+    at = args.index("--piece-units")
+    whole = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(
+        args[:at] + args[at + 2:])))
+    assert whole.pieces == 1
+    assert {t: rows(spark, wh, t, "one_queue", o) for t, o in order.items()} == pieced
+    assert len(pieced["pulls"]) > 2 * s.pieces  # several pulls per piece, numbered over the queue
+
+
 def test_every_outcome_and_answer_is_covered(spark, replayed) -> None:
     """The scenarios together exercise every outcome, both bloom verdicts, SQL errors and every pre-read answer."""
     wh = replayed["warehouse"]
@@ -230,7 +269,7 @@ def test_rebuilt_queues_give_the_same_decisions_when_the_rule_is_exact(spark, re
     the broker's: pulling them gives the same decisions and pulls as the dump's own."""
     wh, name = replayed["warehouse"], "tag_sql"
     before = rows(spark, wh, "pull_decisions", name, ["subscription_index", "queue_id", "queue_offset"])
-    args = replayed[name]["args"] + ["--queues", "rebuilt"]
+    args = replayed[name]["pull_args"] + ["--queues", "rebuilt"]
     s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
     assert s.queues_source == "rebuilt"
     after = rows(spark, wh, "pull_decisions", name, ["subscription_index", "queue_id", "queue_offset"])
@@ -249,7 +288,7 @@ def test_rebuilt_queues_follow_the_dumps_registry_not_the_file(spark, replayed) 
     assert {s["group"]: s["answer"] for s in regs if s["group"] != "G_TAG"} == {
         "G_REG": "OK", "G_CLEAN": "FILTER_DATA_NOT_EXIST", "G_NEVER": "FILTER_DATA_NOT_EXIST",
         "G_PLAIN": "FILTER_DATA_NOT_EXIST"}
-    args = replayed[name]["args"] + ["--queues", "rebuilt"]
+    args = replayed[name]["pull_args"] + ["--queues", "rebuilt"]
     s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
     assert s.queues_source == "rebuilt"
     units, _calls, _msgs, problems = compare(spark, wh, name, replayed[name]["truth"])
@@ -315,7 +354,7 @@ def test_committed_offsets_start_the_pulls_there(spark, replayed) -> None:
     """varied_scenario commits G1's TopicA queue 0 at offset 1: with --from committed that queue's first pull asks
     for offset 1 and unit 0 is never scanned; queues without a committed offset start at 0 (the summary says so)."""
     wh, name = replayed["warehouse"], "varied"
-    args = replayed[name]["args"] + ["--from", "committed"]
+    args = replayed[name]["pull_args"] + ["--from", "committed"]
     s = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args)))
     assert any("no committed offset" in n for n in s.notes)
     pulls = rows(spark, wh, "pulls", name, ["subscription_index", "queue_id", "pull_index"])
@@ -325,7 +364,7 @@ def test_committed_offsets_start_the_pulls_there(spark, replayed) -> None:
     decided = rows(spark, wh, "pull_decisions", name, ["queue_offset"])
     assert not [d for d in decided if (d["consumer_group"], d["topic"], d["queue_id"], d["queue_offset"]) ==
                 ("G1", "TopicA", 0, 0)]
-    simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(replayed[name]["args"])))
+    simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(replayed[name]["pull_args"])))
 
 
 def test_bad_input_is_one_line_and_exit_2(replayed, tmp_path, capsys) -> None:
