@@ -65,6 +65,8 @@ from jobs.decode_tasks import (
     MESSAGES_SCHEMA,
     MESSAGES_STATS,
     MESSAGES_TABLE,
+    QUEUE_STATS,
+    QUEUE_TABLE,
     TASK_DDL,
     UNIT_COLUMNS,
     ExportContext,
@@ -78,7 +80,7 @@ from jobs.decode_tasks import (
     parse_report,
 )
 from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
-from jobs.delta_io import replace_dump, table_path
+from jobs.delta_io import read_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.runs import record_run
 from jobs.schemas import spark_ddl, table_ddl
@@ -92,7 +94,7 @@ log = job_logger(PROG)
 
 CQ_COLUMNS = CQ_SCHEMA.names
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
-CQ_STATS = ["dump_id", *QUEUE_KEY, "commit_log_offset"]
+CQ_STATS = QUEUE_STATS
 DUMP_FILES_DDL = table_ddl(DUMP_FILES)
 DUMPS_DDL = table_ddl(DUMPS)
 FILTERS_DDL = table_ddl(CONSUMER_FILTERS)
@@ -550,6 +552,14 @@ def _messages_target(spark: SparkSession, inputs: Inputs) -> FileTarget | None:
         return None
 
 
+def _queue_target(spark: SparkSession, inputs: Inputs, messages: FileTarget | None) -> FileTarget | None:
+    """Where the decode tasks write the consume_queue files themselves: beside their messages files, except under
+    multi-dispatch (LMQ units are placed over whole queues in Spark first); None: the units go through Spark."""
+    if messages is None or inputs.store.conf.enableMultiDispatch:
+        return None
+    return file_target(spark, inputs.warehouse, "consume_queue", inputs.dump_id)
+
+
 def _delete_parts(target: FileTarget, parts: list[dict]) -> None:
     """Delete files the tasks wrote that no commit names (a file re-decoded whole, a split past the valid end):
     a tidy-up only, as the table never reads them."""
@@ -597,13 +607,14 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
     target = _messages_target(spark, inputs)
+    queue_target = _queue_target(spark, inputs, target)
     recovery = brokerversion.recovery_rules(inputs.broker_version, sfs.isfile(os.path.join(inputs.store.root, "abort")),
                                             conf.checkCommitLogOffsetOnRecover)
     summary.recovery_line = recovery.text
     ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
                       int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry),
-                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies, target, parquet_codec(spark),
-                      recovery.negative_size_fails, recovery.offset_in_file)
+                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies, target, queue_target,
+                      parquet_codec(spark), recovery.negative_size_fails, recovery.offset_in_file)
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
@@ -627,9 +638,6 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         plans.update(again)
         # the first pass's rows of these files were dropped by _valid_rows: the whole-file decode's stand alone
         valid = valid.unionByName(_valid_rows(decoded[-1], again))
-    units = valid.where(F.col("unit")).select(*UNIT_COLUMNS)
-    if ctx.multi_dispatch:
-        units = _placed(spark, units)
     fallback_bases = {p.account.file_base for p in redo}
     file_rows = [dump_file_row(plans[f.base], inputs.store.root, f.base in fallback_bases) for f in files]
     summary.records = sum(r["records"] for r in file_rows)
@@ -637,10 +645,18 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     log.info("decoded: %d records, %d damaged ranges", summary.records, len(summary.damaged))
 
     dump_id = F.lit(inputs.dump_id)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: count queues")
-    stats = units.agg(F.count(F.lit(1)).alias("units"), F.count("filter_bitmap").alias("bitmaps"),
-                      F.countDistinct("topic", "queue_id").alias("queues")).collect()[0]
-    summary.units, summary.bitmaps_written, summary.queues = stats.units, stats.bitmaps, stats.queues
+    if queue_target is None:
+        units = valid.where(F.col("unit")).select(*UNIT_COLUMNS)
+        if ctx.multi_dispatch:
+            units = _placed(spark, units)
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: count queues")
+        stats = units.agg(F.count(F.lit(1)).alias("units"), F.count("filter_bitmap").alias("bitmaps"),
+                          F.countDistinct("topic", "queue_id").alias("queues")).collect()[0]
+        summary.units, summary.bitmaps_written, summary.queues = stats.units, stats.bitmaps, stats.queues
+    else:  # the tasks wrote and counted their units
+        summary.units = sum(o.units for o in kept)
+        summary.bitmaps_written = sum(o.bitmaps for o in kept)
+        summary.queues = len({(t, q) for o in kept for t, q in o.queues})
     log.info("dispatched: %d units in %d queues, %d bitmaps", summary.units, summary.queues, summary.bitmaps_written)
 
     wh = inputs.warehouse
@@ -650,11 +666,21 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consumer_filters")
     filters_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in reg.rows], FILTERS_DDL)
     summary.tables["consumer_filters"] = replace_dump(filters_df, wh, "consumer_filters", inputs.dump_id)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consume_queue")
-    per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
-    cq_df = (units.withColumn("dump_id", dump_id).select("dump_id", *CQ_COLUMNS)
-             .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY).sortWithinPartitions(*QUEUE_KEY))
-    summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id, CQ_STATS)
+    if queue_target is None:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consume_queue")
+        per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
+        cq_df = (units.withColumn("dump_id", dump_id).select("dump_id", *CQ_COLUMNS)
+                 .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY)
+                 .sortWithinPartitions(*QUEUE_KEY))
+        summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id, CQ_STATS)
+    else:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit consume_queue")
+        commit_dump(spark, wh, "consume_queue", inputs.dump_id, [o.queue_part for o in kept], QUEUE_TABLE,
+                    QUEUE_STATS)
+        summary.tables["consume_queue"] = table_path(wh, "consume_queue")
+        _delete_parts(queue_target, [o.queue_part for o in dropped if o.queue_part is not None])
+        if inputs.export_cq is not None or inputs.verify:
+            units = read_dump(spark, wh, "consume_queue", inputs.dump_id, latest=True)
     log.info("wrote consume_queue: %d units", summary.units)
     if inputs.export_cq is not None:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: export consume queues")

@@ -9,9 +9,11 @@ file's rows by them. The messages rows (every field, why the client cannot decod
 when the run writes them) go one of two ways. With a `FileTarget` (a local or s3a warehouse) the task writes them
 itself as one Parquet file per range (`jobs.delta_files.write_part`, pyarrow: no JVM row hop) and its report row
 carries the file's descriptor, which the driver commits only if the file's rows are all valid; the range's units
-wait in the task until that file is written. Otherwise each record's row carries its messages row (`message`)
-for Spark's writer. Without bodies only the compressed ones are copied out of the read buffer (their client decode
-is checked here, `body_error`), and then dropped.
+wait in the task until that file is written. With a consume_queue `FileTarget` too, the task writes its units the
+same way (one file per range, sorted by queue) and hands Spark only the report row, which counts them: the units
+never cross into the JVM. Otherwise each record's row carries its messages row (`message`) for Spark's writer.
+Without bodies only the compressed ones are copied out of the read buffer (their client decode is checked here,
+`body_error`), and then dropped.
 
 And the tasks of the two options: `export_queues` (`--export-cq`: one queue's sorted units streamed into its
 consumequeue and consumequeue_ext files by `filterlib.cqexport.QueueWriter`), `dump_queue_units` and `diff_units`
@@ -38,7 +40,7 @@ from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
 from filterlib.store.scan import COMPRESSED_ONLY, RangeScan, ScanOptions, SplitReport
 from filterlib.store.storedir import StoreDir
-from filterlib.tables import MESSAGES
+from filterlib.tables import CONSUME_QUEUE, MESSAGES
 from jobs.delta_files import FileTarget, write_part
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long"
@@ -56,6 +58,10 @@ MESSAGES_WRITER = {"write_statistics": MESSAGES_STATS,
 only for the few-valued columns (not ids, offsets, times or property values). Measured on one core over the
 bench dump's 360,818 rows without bodies: 1.63 us a row with pyarrow's defaults, 0.96 us with these, and a
 smaller file (27.3 MiB against 33.0 with snappy)."""
+QUEUE_TABLE = CONSUME_QUEUE.arrow()
+QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
+QUEUE_STATS = ["dump_id", *QUEUE_KEY, "commit_log_offset"]
+"""The consume_queue columns Delta keeps file statistics for (job 2 and explain look units up by these)."""
 EXAMPLES = 5
 """Undecodable bodies a split names (topic, offset, error) for the summary."""
 UNIT_COLUMNS = ["file_base", "position", *CQ_SCHEMA.names, "multi"]
@@ -86,6 +92,9 @@ class TaskContext:
     """Write the body bytes into `messages` (--bodies); else only the compressed ones are decoded, for body_error."""
     messages: FileTarget | None = None
     """Where tasks write the messages Parquet files themselves; None: the rows go to Spark (`message` column)."""
+    queue: FileTarget | None = None
+    """Where tasks write the consume_queue files themselves (only with `messages`, never under multi-dispatch,
+    whose units are placed over whole queues); None: the units go to Spark."""
     compression: str = "snappy"
     """The Parquet codec of those files (the session's spark.sql.parquet.compression.codec, in pyarrow's words)."""
     negative_size_fails: bool = False
@@ -126,6 +135,12 @@ class SplitOutput:
     part: dict | None = None
     undecodable: int = 0
     examples: list[dict] = dataclasses.field(default_factory=list)
+    queue_part: dict | None = None
+    """The consume_queue file it wrote (a `TaskContext.queue` run), with what the driver counts of it:"""
+    units: int = 0
+    bitmaps: int = 0
+    queues: list[list] = dataclasses.field(default_factory=list)
+    """[topic, queue_id] of every queue it holds units of."""
 
 
 def report_row(report: SplitReport, out: SplitOutput | None = None) -> pa.RecordBatch:
@@ -214,10 +229,27 @@ def decode_ranges(ctx: TaskContext):
                 held: list[pa.RecordBatch] = []  # the range's units, until its messages file is written
                 out.part = write_part(ctx.messages, _messages_table(t, scan, ctx, out, held), MESSAGES_TABLE,
                                       MESSAGES_STATS, ctx.compression, MESSAGES_WRITER)
-                yield from held
+                if ctx.queue is None:
+                    yield from held
+                else:
+                    write_units(ctx, held, out)
             yield report_row(scan.report, out)
 
     return run
+
+
+def write_units(ctx: TaskContext, held: list[pa.RecordBatch], out: SplitOutput) -> None:
+    """A range's units as one consume_queue file (sorted by queue and offset), described and counted in `out`."""
+    units = pa.Table.from_batches(held, DECODED_SCHEMA) if held else DECODED_SCHEMA.empty_table()
+    units = units.filter(units.column("unit")).select(CQ_SCHEMA.names)
+    out.units = units.num_rows
+    out.bitmaps = units.num_rows - units.column("filter_bitmap").null_count
+    keys = units.group_by(["topic", "queue_id"]).aggregate([]) if units.num_rows else None
+    out.queues = [[k["topic"], k["queue_id"]] for k in keys.to_pylist()] if keys is not None else []
+    units = units.sort_by([(k, "ascending") for k in QUEUE_KEY])
+    table = pa.Table.from_arrays([pa.repeat(ctx.queue.dump_id, units.num_rows).cast(pa.string()), *units.columns],
+                                 schema=QUEUE_TABLE)
+    out.queue_part = write_part(ctx.queue, table, QUEUE_TABLE, QUEUE_STATS, ctx.compression)
 
 
 @dataclasses.dataclass(frozen=True)
