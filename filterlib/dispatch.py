@@ -238,7 +238,9 @@ class Dispatcher:
                 continue
             matches = []
             if tf.engine is not None:
-                props = batch.column("properties").take(pa.array(rows))
+                props = batch.column("properties")
+                if len(rows) < n:  # a batch of one topic's units (the usual case) needs no copy
+                    props = props.take(pa.array(rows))
                 results = tf.engine.evaluate(props)
                 always = store.min() > tf.born
                 matches = [r.matches if always[i] else r.matches & counting[i]
