@@ -58,9 +58,10 @@ def _job(*argv: str, env: dict | None = None, **kw) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
 
 
-def _job1(wh: str, store: str = str(DEMO / "dump"), env: dict | None = None) -> subprocess.Popen:
-    return _job("jobs.build_queues", "--store", store, "--warehouse", wh, "--broker-conf", str(DEMO / "broker.conf"),
-                "--dump-id", DUMP, env=env)
+def _job1(wh: str, store: str = str(DEMO / "dump"), env: dict | None = None,
+          conf: str = str(DEMO / "broker.conf")) -> subprocess.Popen:
+    return _job("jobs.build_queues", "--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", DUMP,
+                env=env)
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
@@ -222,11 +223,13 @@ def _unchanged(spark, clean: dict, wh: str) -> None:
 
 def test_a_run_that_loses_a_delta_commit_race_says_so(spark, clean, tmp_path) -> None:
     """Another writer (no marker: a notebook, an older release) commits a delete of the dump's consume_queue while
-    the job writes it (a table Spark's writer writes: its transaction starts before its files; the task-written
-    tables start theirs at commit, tests/test_delta_files.py races those): Delta refuses the job's commit, the job
-    names the table and the dump, exit 3; the table
-    holds the other writer's version, the version before it is still whole."""
+    the job writes it through Spark's writer (its transaction starts before its files; under enableMultiDispatch the
+    units are placed in Spark and written so; the task-written tables start theirs at commit, and
+    tests/test_delta_files.py races those): Delta refuses the job's commit, the job names the table and the dump,
+    exit 3; the table holds the other writer's version, the version before it is still whole."""
     wh = _copy(clean, tmp_path / "wh")
+    conf = tmp_path / "broker.conf"
+    conf.write_text((DEMO / "broker.conf").read_text() + "\nenableMultiDispatch=true\n")
     log = Path(wh) / "consume_queue" / "_delta_log"
     version = max(int(p.stem) for p in log.glob("*.json"))
     files = {f.rsplit("/", 1)[-1] for f in spark.read.format("delta").load(f"{wh}/consume_queue").inputFiles()}
@@ -237,7 +240,7 @@ def test_a_run_that_loses_a_delta_commit_race_says_so(spark, clean, tmp_path) ->
                         "readVersion": version, "isolationLevel": "Serializable", "isBlindAppend": False}},
         *({"remove": {"path": f, "deletionTimestamp": now, "dataChange": True}} for f in sorted(files))])
     before = set(os.listdir(Path(wh) / "consume_queue"))
-    proc = _job1(wh)
+    proc = _job1(wh, conf=str(conf))
     try:
         deadline = time.monotonic() + 600
         while not {n for n in os.listdir(Path(wh) / "consume_queue") if n.endswith(".parquet")} - before:
