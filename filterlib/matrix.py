@@ -23,7 +23,7 @@ from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
 from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, Span, pull_queue
-from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, units_from_table
+from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, Plan, units_from_table
 
 MATRIX_SCHEMA = pa.schema([
     *UNIT_FIELDS,
@@ -204,6 +204,24 @@ def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, i
         matrix_column(codes[rows])], schema=MATRIX_SCHEMA)
     return QueueOutput(matrix, pa.concat_tables(details) if details else DETAILS_SCHEMA.empty_table(),
                        pa.concat_tables(pulls) if pulls else PULLS_SCHEMA.empty_table(), out_counts)
+
+
+def subscription_positions(plans: Sequence[Plan], current: int) -> tuple[dict[int, int], dict[str, tuple[int, int]]]:
+    """Each plan's byte in its topic's matrix row (the run's subscriptions to the topic in index order, then its
+    what-if candidates: plans from `current` on), and per topic (subscriptions, candidates)."""
+    positions: dict[int, int] = {}
+    widths: dict[str, list[int]] = {}
+    for p in sorted(plans, key=lambda p: p.index):
+        w = widths.setdefault(p.topic, [0, 0])
+        if p.index < current:
+            positions[p.index] = w[0]
+            w[0] += 1
+    for p in sorted(plans, key=lambda p: p.index):
+        if p.index >= current:
+            w = widths[p.topic]
+            positions[p.index] = w[0] + w[1]
+            w[1] += 1
+    return positions, {t: (w[0], w[1]) for t, w in widths.items()}
 
 
 def codes_of(matrix: pa.Table, width: int) -> np.ndarray:

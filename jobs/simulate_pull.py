@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from filterlib import brokerversion, tables
@@ -35,7 +34,8 @@ from filterlib import vocabulary as vocab
 from filterlib.dispatch import registry_spec
 from filterlib.dumpregistry import RegistryLoad
 from filterlib.errors import StoreFormatError
-from filterlib.matrix import COUNT_FIELDS, codes_table
+from filterlib.groupstats import stats_rows, sum_counts, totals
+from filterlib.matrix import codes_table, subscription_positions
 from filterlib.registry import now_ms
 from filterlib.simulate import (
     COMMITTED,
@@ -517,44 +517,6 @@ def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, in
     return starts
 
 
-def _stats_rows(inputs: Inputs, plans: list[Plan], agg: dict[int, dict], positions: dict[int, int]) -> list[dict]:
-    conf = inputs.store.conf
-    rows = []
-    for p in plans:
-        a = agg.get(p.index, {})
-        row = {"dump_id": inputs.dump_id, "consumer_group": p.group, "topic": p.topic, "subscription_index": p.index,
-               "subscription_type": p.type,
-               "expression": p.expression, "path": p.path, "sub_version": p.sub_version, "batch_size": p.batch_size,
-               "source": p.source, "answer": p.answer, "answer_remark": p.remark, "answer_cause": p.cause,
-               "filter_class": p.filter_class, "start": inputs.start}
-        for k in COUNT_FIELDS:
-            row[k] = int(a.get(k) or 0)
-        negatives = row["bloom_miss"] + row["bloom_false_positives"]
-        row["bloom_fp_rate"] = row["bloom_false_positives"] / negatives if negatives else None
-        row["configured_fp_rate"] = conf.maxErrorRateOfBloomFilter / 100.0
-        row["subscription_position"] = positions[p.index]
-        rows.append(row)
-    return rows
-
-
-def subscription_positions(plans: list[Plan], current: int) -> tuple[dict[int, int], dict[str, tuple[int, int]]]:
-    """Each plan's byte in its topic's matrix row (the run's subscriptions to the topic in index order, then its
-    what-if candidates: plans from `current` on), and per topic (subscriptions, candidates)."""
-    positions: dict[int, int] = {}
-    widths: dict[str, list[int]] = {}
-    for p in sorted(plans, key=lambda p: p.index):
-        w = widths.setdefault(p.topic, [0, 0])
-        if p.index < current:
-            positions[p.index] = w[0]
-            w[0] += 1
-    for p in sorted(plans, key=lambda p: p.index):
-        if p.index >= current:
-            w = widths[p.topic]
-            positions[p.index] = w[0] + w[1]
-            w[1] += 1
-    return positions, {t: (w[0], w[1]) for t, w in widths.items()}
-
-
 def _file_targets(spark: SparkSession, warehouse: str, dump_id: str) -> dict:
     """{table: delta_files.FileTarget} of the tables the replay tasks write themselves (pyarrow Parquet, one Delta
     commit per table by the driver); empty for a warehouse delta_files cannot write (neither local nor s3a://):
@@ -575,6 +537,12 @@ def _pulls_df(out: DataFrame, plans_df: DataFrame, mine, dump_id) -> DataFrame:
     w = Window.partitionBy("subscription_index", "topic", "queue_id").orderBy("request_offset")
     pulls = out.where((F.col("kind") == PULL) & mine).withColumn("pull_index", F.row_number().over(w) - 1)
     return pulls.join(F.broadcast(plans_df), "subscription_index").select(dump_id, *PULL_COLUMNS)
+
+
+def _plans_df(spark: SparkSession, plans: list[Plan]) -> DataFrame:
+    return spark.createDataFrame(
+        [(p.index, p.group, p.type, p.expression) for p in plans],
+        "subscription_index int, consumer_group string, subscription_type string, expression string")
 
 
 def _codes_df(spark: SparkSession, dump_id: str) -> DataFrame:
@@ -636,20 +604,26 @@ def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages
     return out
 
 
-def run(spark: SparkSession, inputs: Inputs) -> Summary:
-    """Replay the pulls of one dump with an existing session; returns the summary."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+@dataclass
+class Planned:
+    """The run's subscriptions as plans (answers included), and its what-if candidates after them."""
 
-    t0 = time.monotonic()
-    sc = spark.sparkContext
-    apply_writer_conf(spark, inputs.defaults)
-    inputs = resolve_store(spark, inputs)
+    plans: list[Plan]
+    candidates: list[Plan]
+    compared: dict[int, int]
+    """{candidate's index: the index of the subscription it stands in for}."""
+    registry: RegistryLoad
+    now: int
+
+    @property
+    def all(self) -> list[Plan]:
+        return self.plans + self.candidates
+
+
+def _plan(inputs: Inputs, summary: Summary) -> Planned:
+    """Subscriptions (the file's, then the registry's), their pre-read answers, and the what-if candidates; what
+    the summary should say about them."""
     conf = inputs.store.conf
-    summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version,
-                      version_line=inputs.version_line)
-    summary.notes += inputs.store.issues
-    messages, body_checks = _messages(spark, inputs)
     reg = _registry(inputs, as_job1=inputs.queues == REBUILT)
     summary.notes += reg.issues
     unread: list[str] = []
@@ -678,109 +652,154 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     cand_plans = plan_all([(c, WHAT_IF) for c, _ in candidates], reg.registry, conf.enablePropertyFilter,
                           conf.filterSupportRetry, now, start=len(plans))
     compared = {cp.index: cur for cp, (_, cur) in zip(cand_plans, candidates, strict=True)}
-    all_plans = plans + cand_plans
-    ok = [p for p in all_plans if p.ok]
     log.info("subscriptions: %d (%d from the file, %d from consumerFilter.json), %d answered OK", len(plans),
-             sum(p.source == "subscriptions" for p in plans), sum(p.source != "subscriptions" for p in plans), len(ok))
-    topics = {p.topic for p in ok}
-    units = _queue_units(spark, inputs, topics, summary)
+             sum(p.source == "subscriptions" for p in plans), sum(p.source != "subscriptions" for p in plans),
+             sum(p.ok for p in plans + cand_plans))
+    return Planned(plans, cand_plans, compared, reg, now)
+
+
+def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Summary) -> PullContext:
+    """What every replay task needs: the registry (job 1's when the rebuilt queues are pulled), the plans, the
+    start offsets, each plan's byte in its topic's matrix rows, the release's paging and where to write."""
+    conf = inputs.store.conf
+    reg = planned.registry
     if inputs.queues == DUMP and summary.queues_source == REBUILT:
         reg = _registry(inputs, as_job1=True)
     spec = registry_spec(reg.registry)
-    starts = _starts(inputs, all_plans, summary)
-    plan_json = tuple(p.to_json() for p in all_plans)
-    key = hashlib.sha256(json.dumps([spec, plan_json, starts, now], sort_keys=True, default=str).encode()).hexdigest()
-    positions, widths = subscription_positions(all_plans, len(plans))
-    ctx = PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry, now,
-                      positions={str(k): v for k, v in positions.items()}, widths=widths,
-                      rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
-                          inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue))
-    log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
+    starts = _starts(inputs, planned.all, summary)
+    plan_json = tuple(p.to_json() for p in planned.all)
+    key = hashlib.sha256(json.dumps([spec, plan_json, starts, planned.now], sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    positions, widths = subscription_positions(planned.all, len(planned.plans))
+    return PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry,
+                       planned.now, positions={str(k): v for k, v in positions.items()}, widths=widths,
+                       rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
+                           inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue),
+                       current=len(planned.plans), targets=_file_targets(spark, inputs.warehouse, inputs.dump_id),
+                       dump_id=inputs.dump_id)
 
-    # One replay per piece of a queue (whole consumequeue files; a queue is one piece when short or RocksDB). Its
-    # tasks write the matrix and details as Parquet files themselves and hand back the files, the pulls and a count
-    # row per subscription; the driver commits each table once. Where they cannot write (a warehouse neither local
-    # nor s3a), the compact output is cached once and each table written from it. No second replay either way, and
-    # no read-back of the decisions to count.
-    msg_side = messages.select("commit_log_offset", *MESSAGE_SIDE)
-    joined = units.join(msg_side, "commit_log_offset", "left")
-    wh = inputs.warehouse
-    targets = _file_targets(spark, wh, inputs.dump_id)
-    ctx = replace(ctx, current=len(plans), targets=targets, dump_id=inputs.dump_id)
+
+def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext) -> DataFrame:
+    """The one replay: a task per piece of a queue (whole consumequeue files; a queue is one piece when short or
+    RocksDB), every subscription of its topic at once (`pull_tasks.OUT_SCHEMA` rows). Tasks write the matrix and
+    details as Parquet files themselves where they can (`ctx.targets`) and hand back the files, the pulls and a
+    count row per subscription; elsewhere the compact output itself comes back. Persisted: the counts, the pulls
+    and the tables all read it, and nothing is replayed twice or read back to count."""
+    from pyspark import StorageLevel
+
+    joined = units.join(messages.select("commit_log_offset", *MESSAGE_SIDE), "commit_log_offset", "left")
     out = joined.groupBy("topic", "queue_id", "piece").applyInArrow(replay_queues(ctx), out_ddl())
-    out = out.persist(StorageLevel.MEMORY_AND_DISK)  # read more than once: the pulls, the tables written from it
-    plans_df = spark.createDataFrame(
-        [(p.index, p.group, p.type, p.expression) for p in all_plans],
-        "subscription_index int, consumer_group string, subscription_type string, expression string")
-    dump_id = F.lit(inputs.dump_id).alias("dump_id")
-    mine = F.col("subscription_index") < len(plans)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
-                         f"{' and write their files' if targets else ''}")
-    with task_writes("pull_decisions", table_path(wh, "pull_decisions"), inputs.dump_id):
+    return out.persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
+           summary: Summary) -> list:
+    """Run the replay, keeping only the small rows on the driver (counts, pieces, written files): the summary's
+    statistics and totals from them. Returns the FILE rows."""
+    from pyspark.sql import functions as F
+
+    mine = F.col("subscription_index") < len(planned.plans)
+    spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
+                                         f"{' and write their files' if ctx.targets else ''}")
+    with task_writes("pull_decisions", table_path(inputs.warehouse, "pull_decisions"), inputs.dump_id):
         small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
             "kind", "subscription_index", "counts", "file").collect()
-    counts = {}
-    pieces = []
-    for r in small:
-        if r.kind == COUNT:
-            counts[r.subscription_index] = counts.get(r.subscription_index, 0) + np.asarray(r.counts, dtype=np.int64)
-        elif r.kind == PIECE:
-            pieces.append(r.counts)
+    pieces = [r.counts for r in small if r.kind == PIECE]
     summary.pieces = len(pieces)
     summary.piece_partitions = len({p[1] for p in pieces})
     summary.largest_piece = max((p[0] for p in pieces), default=0)
-    agg = {i: dict(zip(COUNT_FIELDS, (int(x) for x in v), strict=True)) for i, v in counts.items()}
-    summary.stats = _stats_rows(inputs, plans, agg, positions)
-    summary.decisions = sum(a["units_scanned"] for a in agg.values())
-    summary.delivered = sum(a["delivered"] for a in agg.values())
-    summary.pulls = sum(a["pulls"] for a in agg.values())
+    counts = sum_counts((r.subscription_index, r.counts) for r in small if r.kind == COUNT)
+    positions = {int(k): v for k, v in ctx.positions.items()}
+    summary.stats = stats_rows(planned.plans, counts, positions, inputs.dump_id, inputs.start,
+                               inputs.store.conf.maxErrorRateOfBloomFilter)
+    summary.decisions, summary.delivered, summary.pulls = totals(counts)
     log.info("decided: %d units, %d delivered, %d pulls; %d queues replayed in %d pieces (the largest %d units) "
              "over %d tasks", summary.decisions, summary.delivered, summary.pulls, summary.queues, summary.pieces,
              summary.largest_piece, summary.piece_partitions)
+    return [r for r in small if r.kind == FILE]
 
-    if targets:
-        by_uri = {t.table_uri: name for name, t in targets.items()}
-        files: dict[str, list[dict]] = {name: [] for name in targets}
-        for r in small:
-            if r.kind == FILE:
-                d = json.loads(r.file)
-                files[by_uri[d["table_uri"]]].append(d)
+
+def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame, files: list,
+           summary: Summary) -> DataFrame:
+    """Every table of the run but what_if: the tasks' own files committed (or the compact output written through
+    Spark), then pulls numbered over each queue, decision_codes and group_stats. Returns the decision codes."""
+    from pyspark.sql import functions as F
+
+    sc, wh, dump = spark.sparkContext, inputs.warehouse, inputs.dump_id
+    dump_id = F.lit(dump).alias("dump_id")
+    mine = F.col("subscription_index") < len(planned.plans)
+    if ctx.targets:
+        by_uri = {t.table_uri: name for name, t in ctx.targets.items()}
+        parts: dict[str, list[dict]] = {name: [] for name in ctx.targets}
+        for r in files:
+            d = json.loads(r.file)
+            parts[by_uri[d["table_uri"]]].append(d)
         for name, (table, stats) in WRITTEN.items():
-            sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit {name} ({len(files[name])} files)")
-            commit_dump(spark, wh, name, inputs.dump_id, files[name], table.arrow(), stats)
+            sc.setJobDescription(f"{PROG} {dump}: commit {name} ({len(parts[name])} files)")
+            commit_dump(spark, wh, name, dump, parts[name], table.arrow(), stats)
             summary.tables[name] = table_path(wh, name)
     else:
-        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pull_decisions (the decision matrix)")
+        sc.setJobDescription(f"{PROG} {dump}: write pull_decisions (the decision matrix)")
         matrix_df = out.where((F.col("kind") == MATRIX) & F.col("scanned")).select(dump_id, *MATRIX_COLUMNS)
-        summary.tables["pull_decisions"] = replace_dump(matrix_df, wh, "pull_decisions", inputs.dump_id,
-                                                        MATRIX_STATS)
-        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_details")
+        summary.tables["pull_decisions"] = replace_dump(matrix_df, wh, "pull_decisions", dump, MATRIX_STATS)
+        sc.setJobDescription(f"{PROG} {dump}: write decision_details")
         details_df = out.where((F.col("kind") == DETAIL) & mine).select(dump_id, *DETAIL_COLUMNS)
-        summary.tables["decision_details"] = replace_dump(details_df, wh, "decision_details", inputs.dump_id)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write pulls")
-    summary.tables["pulls"] = replace_dump(_pulls_df(out, plans_df, mine, dump_id), wh, "pulls", inputs.dump_id)
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: write decision_codes and group_stats")
-    codes_df = _codes_df(spark, inputs.dump_id)
-    summary.tables["decision_codes"] = replace_dump(codes_df, wh, "decision_codes", inputs.dump_id)
+        summary.tables["decision_details"] = replace_dump(details_df, wh, "decision_details", dump)
+    sc.setJobDescription(f"{PROG} {dump}: write pulls")
+    summary.tables["pulls"] = replace_dump(_pulls_df(out, _plans_df(spark, planned.all), mine, dump_id), wh,
+                                           "pulls", dump)
+    sc.setJobDescription(f"{PROG} {dump}: write decision_codes and group_stats")
+    codes_df = _codes_df(spark, dump)
+    summary.tables["decision_codes"] = replace_dump(codes_df, wh, "decision_codes", dump)
     stats_df = spark.createDataFrame(summary.stats, table_ddl(tables.GROUP_STATS))
-    summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", inputs.dump_id)
-    if cand_plans:
-        sc.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
-        both = F.expr("concat(decisions, coalesce(what_if_decisions, X''))")
-        cached = out.where(F.col("kind") == MATRIX).select(dump_id, "topic", "queue_id", "queue_offset",
-                                                          "commit_log_offset", both.alias("decisions"))
-        subs = spark.createDataFrame([(inputs.dump_id, p.index, p.topic, positions[p.index]) for p in all_plans],
-                                     "dump_id string, subscription_index int, topic string, "
-                                     "subscription_position int")
-        all_decisions = row_forms.explode(cached, subs, codes_df).select(
-            F.col("subscription_index").alias("plan"), "topic", "queue_id", "queue_offset", "commit_log_offset",
-            "outcome")
-        summary.what_if = _what_if(spark, inputs, all_decisions, messages, all_plans, compared, summary)
-    out.unpersist()  # a no-op when it was never persisted
+    summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", dump)
+    return codes_df
+
+
+def _compare(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
+             messages: DataFrame, codes_df: DataFrame, summary: Summary) -> None:
+    """The what-if candidates against the subscriptions they stand in for, from the same replay's matrix rows."""
+    from pyspark.sql import functions as F
+
+    spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
+    both = F.expr("concat(decisions, coalesce(what_if_decisions, X''))")
+    cached = out.where(F.col("kind") == MATRIX).select(F.lit(inputs.dump_id).alias("dump_id"), "topic", "queue_id",
+                                                      "queue_offset", "commit_log_offset", both.alias("decisions"))
+    subs = spark.createDataFrame([(inputs.dump_id, p.index, p.topic, ctx.positions[str(p.index)])
+                                  for p in planned.all],
+                                 "dump_id string, subscription_index int, topic string, subscription_position int")
+    all_decisions = row_forms.explode(cached, subs, codes_df).select(
+        F.col("subscription_index").alias("plan"), "topic", "queue_id", "queue_offset", "commit_log_offset",
+        "outcome")
+    summary.what_if = _what_if(spark, inputs, all_decisions, messages, planned.all, planned.compared, summary)
+
+
+def run(spark: SparkSession, inputs: Inputs) -> Summary:
+    """Replay the pulls of one dump with an existing session; returns the summary. The steps: read the inputs,
+    plan the subscriptions, find the queues, replay once, count, write, compare the what-if candidates, and name
+    the run's tables in the runs table last."""
+    t0 = time.monotonic()
+    apply_writer_conf(spark, inputs.defaults)
+    inputs = resolve_store(spark, inputs)
+    summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version,
+                      version_line=inputs.version_line)
+    summary.notes += inputs.store.issues
+    messages, body_checks = _messages(spark, inputs)
+    planned = _plan(inputs, summary)
+    topics = {p.topic for p in planned.all if p.ok}
+    units = _queue_units(spark, inputs, topics, summary)
+    ctx = _context(spark, inputs, planned, summary)
+    log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
+    out = _replay(units, messages, ctx)
+    files = _count(spark, inputs, planned, ctx, out, summary)
+    codes_df = _write(spark, inputs, planned, ctx, out, files, summary)
+    if planned.candidates:
+        _compare(spark, inputs, planned, ctx, out, messages, codes_df, summary)
+    out.unpersist()
     if body_checks is not None:
         body_checks.unpersist()
-    record_run(spark, wh, PROG, inputs.dump_id, summary.tables, JOB1_TABLES)  # last: readers move to this run
-    sc.setJobDescription(None)
+    record_run(spark, inputs.warehouse, PROG, inputs.dump_id, summary.tables, JOB1_TABLES)  # last: readers move on
+    spark.sparkContext.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary
 

@@ -1,0 +1,54 @@
+"""Job 2's per-subscription statistics (the `group_stats` rows): what each subscription's replay counted, summed
+over the pieces of every queue it pulled, beside the subscription's plan and pre-read answer.
+
+The counts come from the replay tasks (`filterlib.matrix.counts`, one COUNT_FIELDS vector per piece of a queue and
+subscription); this module adds them up and derives the rates, so the Spark layer only carries numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from filterlib.matrix import COUNT_FIELDS
+from filterlib.simulate import Plan
+
+
+def sum_counts(pieces: Iterable[tuple[int, Sequence[int]]]) -> dict[int, dict[str, int]]:
+    """{subscription index: {count field: total}} from (subscription index, COUNT_FIELDS vector) per piece."""
+    totals: dict[int, np.ndarray] = {}
+    for index, vector in pieces:
+        v = np.asarray(vector, dtype=np.int64)
+        if len(v) != len(COUNT_FIELDS):
+            raise ValueError(f"a count vector of {len(v)} fields, not {len(COUNT_FIELDS)}")
+        totals[index] = totals[index] + v if index in totals else v
+    return {i: dict(zip(COUNT_FIELDS, (int(x) for x in v), strict=True)) for i, v in totals.items()}
+
+
+def stats_rows(plans: Sequence[Plan], counts: Mapping[int, Mapping[str, int]], positions: Mapping[int, int],
+               dump_id: str, start: str, error_rate_percent: int) -> list[dict]:
+    """One group_stats row per plan: the plan's words, its counts (0 where it pulled nothing), the bloom false
+    positive rate among the units the bitmap could have dropped (None when it tested none that did not match), the
+    configured rate (maxErrorRateOfBloomFilter) and the plan's byte in its topic's matrix rows."""
+    rows = []
+    for p in plans:
+        a = counts.get(p.index, {})
+        row = {"dump_id": dump_id, "consumer_group": p.group, "topic": p.topic, "subscription_index": p.index,
+               "subscription_type": p.type, "expression": p.expression, "path": p.path,
+               "sub_version": p.sub_version, "batch_size": p.batch_size, "source": p.source, "answer": p.answer,
+               "answer_remark": p.remark, "answer_cause": p.cause, "filter_class": p.filter_class, "start": start}
+        for k in COUNT_FIELDS:
+            row[k] = int(a.get(k) or 0)
+        negatives = row["bloom_miss"] + row["bloom_false_positives"]
+        row["bloom_fp_rate"] = row["bloom_false_positives"] / negatives if negatives else None
+        row["configured_fp_rate"] = error_rate_percent / 100.0
+        row["subscription_position"] = positions[p.index]
+        rows.append(row)
+    return rows
+
+
+def totals(counts: Mapping[int, Mapping[str, int]]) -> tuple[int, int, int]:
+    """(decisions, delivered, pulls) over every subscription counted."""
+    return (sum(a["units_scanned"] for a in counts.values()), sum(a["delivered"] for a in counts.values()),
+            sum(a["pulls"] for a in counts.values()))

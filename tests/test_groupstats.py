@@ -1,0 +1,63 @@
+"""group_stats rows from the replay's per-piece counts (`filterlib.groupstats`): sums over pieces and queues, the
+bloom false positive rate, the queue counted once however many pieces it was replayed in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from filterlib import vocabulary as vocab
+from filterlib.groupstats import stats_rows, sum_counts, totals
+from filterlib.matrix import CODES, COUNT_FIELDS, counts
+from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE
+from filterlib.simulate import Plan
+
+
+def code(outcome: str, fp: bool = False, tested: bool | None = None) -> int:
+    """The first decision code with that outcome and bloom flags."""
+    return next(c.code for c in CODES[1:] if c.outcome == outcome and c.bloom_false_positive == fp
+                and (tested is None or c.bloom_tested == tested))
+
+
+def plan(index: int, group: str = "G", answer: str = "OK") -> Plan:
+    return Plan(index, group, "T", "SQL92", "a > 1", "registered", 1, 32, "consumerFilter.json", answer, None, None,
+                "ExpressionMessageFilter" if answer == "OK" else None)
+
+
+def piece(codes: list[int], sizes: list[int], messages: list[int], status: list[int], first: bool) -> np.ndarray:
+    return counts(np.array(codes, dtype=np.uint8), np.array(sizes, dtype=np.int64), np.array(messages),
+                  np.array(status), first)
+
+
+def test_pieces_of_queues_add_up_and_the_queue_counts_once() -> None:
+    delivered, miss = code(vocab.DELIVERED, tested=True), code(vocab.BLOOM_MISS)
+    fp = code(vocab.SQL_FALSE, fp=True)
+    q0a = piece([delivered, miss, fp], [100, 200, 300], [1, 0], [FOUND, NO_MATCHED_MESSAGE], True)
+    q0b = piece([miss, delivered], [10, 20], [1, 0], [FOUND, OFFSET_OVERFLOW_ONE], False)  # a later piece
+    q1 = piece([fp], [5], [0, 0], [NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE], True)
+    summed = sum_counts([(0, q0a), (0, q0b), (0, q1), (1, q1)])
+    a = summed[0]
+    assert (a["units_scanned"], a["delivered"], a["bloom_miss"], a["bloom_false_positives"]) == (6, 2, 2, 2)
+    assert a["queues"] == 2 and a["pulls"] == 6 and a["found_pulls"] == 2 and a["empty_pulls"] == 4
+    assert a["bytes_delivered"] == 120
+    assert a["bytes_filtered_on_broker"] == 200 + 300 + 10 + 5
+    assert totals(summed) == (6 + 1, 2, 6 + 2)
+
+
+def test_rows_carry_the_plan_the_rates_and_zeros_for_a_plan_that_never_pulled() -> None:
+    miss, fp = code(vocab.BLOOM_MISS), code(vocab.SQL_FALSE, fp=True)
+    summed = sum_counts([(0, piece([miss, miss, miss, fp], [1, 1, 1, 1], [0], [OFFSET_OVERFLOW_ONE], True))])
+    rows = stats_rows([plan(0), plan(1, "H", "FILTER_DATA_NOT_EXIST")], summed, {0: 0, 1: 1}, "d1", "earliest", 20)
+    first, second = rows
+    assert first["bloom_fp_rate"] == pytest.approx(0.25)  # 1 false positive among 4 units the bitmap could drop
+    assert first["configured_fp_rate"] == pytest.approx(0.2)
+    assert (first["dump_id"], first["consumer_group"], first["start"], first["subscription_position"]) == \
+        ("d1", "G", "earliest", 0)
+    assert second["answer"] == "FILTER_DATA_NOT_EXIST" and second["subscription_position"] == 1
+    assert all(second[k] == 0 for k in COUNT_FIELDS)
+    assert second["bloom_fp_rate"] is None
+
+
+def test_a_count_vector_of_the_wrong_length_is_refused() -> None:
+    with pytest.raises(ValueError, match="count vector"):
+        sum_counts([(0, [1, 2, 3])])
