@@ -577,21 +577,15 @@ def _rows_written(spark: SparkSession, path: str) -> int | None:
     return None if value is None else int(value)
 
 
-def run(spark: SparkSession, inputs: Inputs) -> Summary:
-    """Build the tables of one dump with an existing session; returns the summary."""
-    from pyspark.sql import functions as F
-
-    t0 = time.monotonic()
-    sc = spark.sparkContext
-    apply_writer_conf(spark, inputs.defaults)
+def _start(inputs: Inputs) -> tuple[Summary, RegistryLoad]:
+    """The summary's first words (settings, what the dump holds against them) and the registry the bitmaps use."""
     conf = inputs.store.conf
     ext, calc = conf.enableConsumeQueueExt, conf.enableCalcFilterBitMap
     summary = Summary(inputs.dump_id, ext=ext, calc_bitmap=calc and ext, broker_version=inputs.broker_version,
                       bodies=inputs.bodies)
     summary.issues += inputs.store.issues
     summary.version_line = inputs.version_line
-    has_ext_dir = sfs.isdir(os.path.join(inputs.store.root, "consumequeue_ext"))
-    if has_ext_dir and not ext:
+    if sfs.isdir(os.path.join(inputs.store.root, "consumequeue_ext")) and not ext:
         summary.issues.append("the dump has consumequeue_ext/ but enableConsumeQueueExt is off "
                               f"({'in ' + inputs.broker_conf if inputs.broker_conf else 'no --broker-conf given'}):"
                               f" no ext units or bitmaps are rebuilt")
@@ -602,19 +596,42 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary.filter_rule = reg.rule_line()
     log.info("registry: %d SQL92 registrations (%d from the subscriptions file), %d did not compile",
              len(reg.rows), len(reg.added), len(reg.failed))
+    return summary, reg
 
-    files = inputs.store.commitlog.files
-    tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
-    summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
+
+def _context(spark: SparkSession, inputs: Inputs, reg: RegistryLoad, summary: Summary) -> TaskContext:
+    """What every decode task needs: the scan options of the release's recovery, the dispatcher's settings and
+    registry, and where the tasks write their files (none: Spark's writer)."""
+    conf = inputs.store.conf
     target = _messages_target(spark, inputs)
-    queue_target = _queue_target(spark, inputs, target)
     recovery = brokerversion.recovery_rules(inputs.broker_version, sfs.isfile(os.path.join(inputs.store.root, "abort")),
                                             conf.checkCommitLogOffsetOnRecover)
     summary.recovery_line = recovery.text
-    ctx = TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
-                      int(inputs.defaults.get("batch_rows", 65536)), ext, calc, registry_spec(reg.registry),
-                      conf.enableMultiDispatch, conf.enableLmq, inputs.bodies, target, queue_target,
-                      parquet_codec(spark), recovery.negative_size_fails, recovery.offset_in_file)
+    return TaskContext(inputs.check_crc, tuple(parse_delay_levels(conf.messageDelayLevel)),
+                       int(inputs.defaults.get("batch_rows", 65536)), conf.enableConsumeQueueExt,
+                       conf.enableCalcFilterBitMap, registry_spec(reg.registry), conf.enableMultiDispatch,
+                       conf.enableLmq, inputs.bodies, target, _queue_target(spark, inputs, target),
+                       parquet_codec(spark), recovery.negative_size_fails, recovery.offset_in_file)
+
+
+@dataclass
+class Decoded:
+    """The decode pass: its persisted frames, each file's plan, the splits whose rows the tables keep and the
+    others, and the rows kept (what goes through Spark when the tasks do not write the tables)."""
+
+    frames: list[DataFrame]
+    plans: dict[int, FilePlan]
+    kept: list[SplitOutput]
+    dropped: list[SplitOutput]
+    valid: DataFrame
+    fallback_bases: set[int]
+
+
+def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: Summary) -> Decoded:
+    """Decode and dispatch every range once; a file whose splits lose sync is decoded again as one range."""
+    files = inputs.store.commitlog.files
+    tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
+    summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
@@ -638,50 +655,112 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         plans.update(again)
         # the first pass's rows of these files were dropped by _valid_rows: the whole-file decode's stand alone
         valid = valid.unionByName(_valid_rows(decoded[-1], again))
-    fallback_bases = {p.account.file_base for p in redo}
-    file_rows = [dump_file_row(plans[f.base], inputs.store.root, f.base in fallback_bases) for f in files]
-    summary.records = sum(r["records"] for r in file_rows)
-    summary.damaged = [r for r in file_rows if r["damage_offset"] is not None]
-    log.info("decoded: %d records, %d damaged ranges", summary.records, len(summary.damaged))
+    return Decoded(decoded, plans, kept, dropped, valid, {p.account.file_base for p in redo})
 
-    dump_id = F.lit(inputs.dump_id)
-    if queue_target is None:
-        units = valid.where(F.col("unit")).select(*UNIT_COLUMNS)
+
+def _units(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, summary: Summary
+           ) -> DataFrame | None:
+    """Count the units, bitmaps and queues (from the tasks' reports when they wrote consume_queue themselves, else
+    over the units in Spark, multi-dispatch units placed first); returns those units in the second case."""
+    from pyspark.sql import functions as F
+
+    units = None
+    if ctx.queue is None:
+        units = d.valid.where(F.col("unit")).select(*UNIT_COLUMNS)
         if ctx.multi_dispatch:
             units = _placed(spark, units)
-        sc.setJobDescription(f"{PROG} {inputs.dump_id}: count queues")
+        spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: count queues")
         stats = units.agg(F.count(F.lit(1)).alias("units"), F.count("filter_bitmap").alias("bitmaps"),
                           F.countDistinct("topic", "queue_id").alias("queues")).collect()[0]
         summary.units, summary.bitmaps_written, summary.queues = stats.units, stats.bitmaps, stats.queues
     else:  # the tasks wrote and counted their units
-        summary.units = sum(o.units for o in kept)
-        summary.bitmaps_written = sum(o.bitmaps for o in kept)
-        summary.queues = len({(t, q) for o in kept for t, q in o.queues})
+        summary.units = sum(o.units for o in d.kept)
+        summary.bitmaps_written = sum(o.bitmaps for o in d.kept)
+        summary.queues = len({(t, q) for o in d.kept for t, q in o.queues})
     log.info("dispatched: %d units in %d queues, %d bitmaps", summary.units, summary.queues, summary.bitmaps_written)
+    return units
+
+
+def _write_queue(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, units: DataFrame | None,
+                 summary: Summary) -> DataFrame | None:
+    """consume_queue: the tasks' files committed (the kept splits'; the others deleted), or the units written
+    through Spark, range-partitioned and sorted by queue. Returns the units for --export-cq and --verify."""
+    from pyspark.sql import functions as F
+
+    sc, wh = spark.sparkContext, inputs.warehouse
+    if ctx.queue is None:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consume_queue")
+        per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
+        cq_df = (units.withColumn("dump_id", F.lit(inputs.dump_id)).select("dump_id", *CQ_COLUMNS)
+                 .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY)
+                 .sortWithinPartitions(*QUEUE_KEY))
+        summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id, CQ_STATS)
+    else:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit consume_queue")
+        commit_dump(spark, wh, "consume_queue", inputs.dump_id, [o.queue_part for o in d.kept], QUEUE_TABLE,
+                    QUEUE_STATS)
+        summary.tables["consume_queue"] = table_path(wh, "consume_queue")
+        _delete_parts(ctx.queue, [o.queue_part for o in d.dropped if o.queue_part is not None])
+        if inputs.export_cq is not None or inputs.verify:
+            units = read_dump(spark, wh, "consume_queue", inputs.dump_id, latest=True)
+    log.info("wrote consume_queue: %d units", summary.units)
+    return units
+
+
+def _write_messages(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, summary: Summary) -> None:
+    """messages: the kept splits' files committed (the others deleted), or the kept rows written through Spark;
+    the rows written checked against the records the split reports counted."""
+    from pyspark.sql import functions as F
 
     wh = inputs.warehouse
+    spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: commit messages" if ctx.messages else
+                                         f"{PROG} {inputs.dump_id}: write messages")
+    if ctx.messages is not None:
+        parts = [o.part for o in d.kept if o.part is not None]
+        commit_dump(spark, wh, "messages", inputs.dump_id, parts, MESSAGES_TABLE, MESSAGES_STATS)
+        summary.tables["messages"] = table_path(wh, "messages")
+        _delete_parts(ctx.messages, [o.part for o in d.dropped if o.part is not None])
+        written = sum(p["num_records"] for p in parts)
+    else:
+        msg_df = d.valid.where(F.col("message").isNotNull()).select(
+            F.lit(inputs.dump_id).alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
+        summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
+        written = _rows_written(spark, summary.tables["messages"])
+    if written != summary.records:
+        summary.issues.append(f"the messages write holds {written} rows where the split reports counted "
+                              f"{summary.records} records")
+    log.info("wrote messages: %d records%s", written, " with bodies" if ctx.bodies else "")
+    summary.undecodable = sum(o.undecodable for o in d.kept)
+    summary.undecodable_examples = sorted((e for o in d.kept for e in o.examples),
+                                          key=lambda e: e["commit_log_offset"])[:EXAMPLES]
+    if summary.undecodable:
+        log.info("bodies the client cannot decode: %d", summary.undecodable)
+
+
+def run(spark: SparkSession, inputs: Inputs) -> Summary:
+    """Build the tables of one dump with an existing session; returns the summary. The steps: the registry, the
+    one decode pass, the counts, the small tables, consume_queue, --export-cq / --verify, messages, the dumps row,
+    and the runs row last."""
+    t0 = time.monotonic()
+    sc = spark.sparkContext
+    wh = inputs.warehouse
+    apply_writer_conf(spark, inputs.defaults)
+    summary, reg = _start(inputs)
+    ctx = _context(spark, inputs, reg, summary)
+    d = _decode_all(spark, inputs, ctx, summary)
+    files = inputs.store.commitlog.files
+    file_rows = [dump_file_row(d.plans[f.base], inputs.store.root, f.base in d.fallback_bases) for f in files]
+    summary.records = sum(r["records"] for r in file_rows)
+    summary.damaged = [r for r in file_rows if r["damage_offset"] is not None]
+    log.info("decoded: %d records, %d damaged ranges", summary.records, len(summary.damaged))
+    units = _units(spark, inputs, ctx, d, summary)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dump_files")
     files_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in file_rows], DUMP_FILES_DDL)
     summary.tables["dump_files"] = replace_dump(files_df, wh, "dump_files", inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consumer_filters")
     filters_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in reg.rows], FILTERS_DDL)
     summary.tables["consumer_filters"] = replace_dump(filters_df, wh, "consumer_filters", inputs.dump_id)
-    if queue_target is None:
-        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consume_queue")
-        per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
-        cq_df = (units.withColumn("dump_id", dump_id).select("dump_id", *CQ_COLUMNS)
-                 .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY)
-                 .sortWithinPartitions(*QUEUE_KEY))
-        summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id, CQ_STATS)
-    else:
-        sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit consume_queue")
-        commit_dump(spark, wh, "consume_queue", inputs.dump_id, [o.queue_part for o in kept], QUEUE_TABLE,
-                    QUEUE_STATS)
-        summary.tables["consume_queue"] = table_path(wh, "consume_queue")
-        _delete_parts(queue_target, [o.queue_part for o in dropped if o.queue_part is not None])
-        if inputs.export_cq is not None or inputs.verify:
-            units = read_dump(spark, wh, "consume_queue", inputs.dump_id, latest=True)
-    log.info("wrote consume_queue: %d units", summary.units)
+    units = _write_queue(spark, inputs, ctx, d, units, summary)
     if inputs.export_cq is not None:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: export consume queues")
         summary.export = _export(spark, units, inputs, summary)
@@ -690,31 +769,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: verify against the dump's consume queues")
         summary.verify = _verify(spark, units, inputs, reg, summary)
         log.info("verified: %d differences", summary.verify.differences)
-
-    sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit messages" if target else
-                         f"{PROG} {inputs.dump_id}: write messages")
-    # The decode's own rows: each file's rows before its valid end, a file that fell back from its whole-file decode
-    if target is not None:  # the splits' own files: those of the kept splits committed, the others deleted
-        parts = [o.part for o in kept if o.part is not None]
-        commit_dump(spark, wh, "messages", inputs.dump_id, parts, MESSAGES_TABLE, MESSAGES_STATS)
-        summary.tables["messages"] = table_path(wh, "messages")
-        _delete_parts(target, [o.part for o in dropped if o.part is not None])
-        written = sum(p["num_records"] for p in parts)
-    else:
-        msg_df = valid.where(F.col("message").isNotNull()).select(
-            dump_id.alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
-        summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
-        written = _rows_written(spark, summary.tables["messages"])
-    if written != summary.records:
-        summary.issues.append(f"the messages write holds {written} rows where the split reports counted "
-                              f"{summary.records} records")
-    log.info("wrote messages: %d records%s", written, " with bodies" if ctx.bodies else "")
-    summary.undecodable = sum(o.undecodable for o in kept)
-    summary.undecodable_examples = sorted((e for o in kept for e in o.examples),
-                                          key=lambda e: e["commit_log_offset"])[:EXAMPLES]
-    if summary.undecodable:
-        log.info("bodies the client cannot decode: %d", summary.undecodable)
-    for df in decoded:
+    _write_messages(spark, inputs, ctx, d, summary)
+    for df in d.frames:
         df.unpersist()
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")
     summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(inputs, summary)], DUMPS_DDL), wh,
@@ -742,6 +798,8 @@ def _prepare(args: argparse.Namespace) -> Inputs:
     inputs = validate(args)
     _registry(inputs)
     return inputs
+
+
 
 
 def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
