@@ -149,7 +149,7 @@ class Summary:
     stats: list[dict] = field(default_factory=list)
     queues: int = 0
     pieces: int = 0
-    """The replay's tasks: a queue of file queues is cut into pieces of whole consumequeue files."""
+    """The replay's tasks: each file queue is cut into pieces of whole consumequeue files (one when short)."""
     piece_partitions: int = 0
     largest_piece: int = 0
     decisions: int = 0
