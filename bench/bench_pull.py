@@ -21,8 +21,8 @@ from filterlib.engine import Engine
 from filterlib.engine.decide import Units, decide_units
 from filterlib.engine.queue_layer import ext_bitmaps
 from filterlib.message_filter import ExpressionMessageFilter, ExtUnit, decide
-from filterlib.pull import replay_pulls
 from filterlib.registry import ConsumerFilterManager
+from filterlib.replay.paging import replay_pulls
 
 UNITS = 65536
 GROUPS = 64

@@ -3,7 +3,7 @@
 The jobs take their Arrow schemas, Spark DDL (`jobs.schemas`) and column order from here, and the column tables of
 docs/build_queues.md and docs/simulate_pull.md are made from here (`python -m filterlib.tables` rewrites them;
 tests/test_tables.py fails when they differ). Where a producer in filterlib owns a table's Arrow types
-(consume_queue: `filterlib.dispatch.CQ_SCHEMA`; queue_diff: `filterlib.queuediff.DIFF_SCHEMA`; messages:
+(consume_queue: `filterlib.rebuild.dispatch.CQ_SCHEMA`; queue_diff: `filterlib.rebuild.verify.DIFF_SCHEMA`; messages:
 `filterlib.store.scan.SCHEMA`), this module adds only `dump_id` and the meanings, and refuses a column without one.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from filterlib import vocabulary as vocab
-from filterlib.dispatch import CQ_SCHEMA
-from filterlib.queuediff import DIFF_SCHEMA
+from filterlib.rebuild.dispatch import CQ_SCHEMA
+from filterlib.rebuild.verify import DIFF_SCHEMA
 from filterlib.store.scan import SCHEMA as SCAN_SCHEMA
 
 

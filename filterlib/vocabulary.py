@@ -2,7 +2,7 @@
 
 The row filter (`filterlib.message_filter`), the set-at-a-time engine (`filterlib.engine.decide`, whose integer
 codes are positions in OUTCOMES / LAYERS / REASONS), job 2's group_stats columns, the report's legend and colours
-and `filterlib.explain`'s plain words all read these tables; a new outcome or branch is added here only.
+and `filterlib.replay.explain`'s plain words all read these tables; a new outcome or branch is added here only.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ OUTCOME_COLUMNS: dict[str, str] = {o.name: o.column for o in OUTCOMES}
 @dataclass(frozen=True)
 class Branch:
     """A branch that decides a layer's answer: its name (a decision's reason), its layer, and its plain words
-    (None where `filterlib.explain` builds them from the row: hashes, bits, times, SQL values)."""
+    (None where `filterlib.replay.explain` builds them from the row: hashes, bits, times, SQL values)."""
 
     name: str
     layer: str

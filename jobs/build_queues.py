@@ -4,7 +4,7 @@
                                 [--subscriptions FILE] [--bodies]
 
 Spark distributes byte ranges of the commitlog files and decodes each ONCE: a task decodes its range, dispatches
-the records (`filterlib.dispatch`) and emits their consume-queue units (persisted: they are small) and its split
+the records (`filterlib.rebuild.dispatch`) and emits their consume-queue units (persisted: they are small) and its split
 report, the one thing the driver collects; the range's messages rows (without body bytes unless --bodies) it
 writes itself as one Parquet file (`jobs.delta_files`, a local or s3a warehouse; other warehouses hand the rows to
 Spark's writer). The driver merges the reports per file (valid end, damage) and re-decodes whole any file whose
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from filterlib import brokerversion
-from filterlib.dispatch import CQ_SCHEMA, place_queue, registry_groups, registry_spec
-from filterlib.dumpfiles import FilePlan, dump_file_row, plan_file
-from filterlib.dumpregistry import RegistryLoad
 from filterlib.errors import StoreFormatError
-from filterlib.queuediff import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
+from filterlib.rebuild.dispatch import CQ_SCHEMA, place_queue, registry_groups, registry_spec
+from filterlib.rebuild.dumpfiles import FilePlan, dump_file_row, plan_file
+from filterlib.rebuild.dumpregistry import RegistryLoad
+from filterlib.rebuild.verify import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import parse_delay_levels
 from filterlib.store.queues import ROCKSDB
@@ -435,7 +435,7 @@ def _valid_rows(df: DataFrame, plans: dict[int, FilePlan]) -> DataFrame:
 
 def _placed(spark: SparkSession, units: DataFrame) -> DataFrame:
     """Units with every queue that holds multi-dispatch units placed as the broker's consume queue writes them
-    (`filterlib.dispatch.place_queue`, applied to each such queue's units); the other queues' units as they are."""
+    (`rebuild.dispatch.place_queue`, applied to each such queue's units); the other queues' units as they are."""
     from pyspark.sql import functions as F
 
     keys = [tuple(r) for r in units.where(F.col("multi")).select("topic", "queue_id").distinct().collect()]
@@ -495,7 +495,7 @@ def _known_groups(inputs: Inputs, reg: RegistryLoad, notes: list[str]) -> tuple[
 def _verify(spark: SparkSession, units: DataFrame, inputs: Inputs, reg: RegistryLoad, summary: Summary
             ) -> VerifyResult:
     """The dump's own queues (read in Spark tasks) joined to the rebuild per (topic, queue, offset); pairs that
-    differ become queue_diff rows (`filterlib.queuediff`), written in one commit for this dump."""
+    differ become queue_diff rows (`filterlib.rebuild.verify`), written in one commit for this dump."""
     from functools import reduce
 
     from pyspark import StorageLevel

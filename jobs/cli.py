@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from filterlib import brokerversion
-from filterlib.dumpregistry import RegistryLoad, load_registry
 from filterlib.errors import StoreFormatError
+from filterlib.rebuild.dumpregistry import RegistryLoad, load_registry
 from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions

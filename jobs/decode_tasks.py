@@ -1,7 +1,7 @@
 """Job 1's Spark tasks: one byte range of one commitlog file per task, decoded by filterlib's self-synchronising
 RangeScan. No filter rule lives here: the tasks only hand ranges to filterlib and batches back to Spark.
 
-`decode_ranges` decodes each range ONCE and dispatches the records in the same task (`filterlib.dispatch`: the
+`decode_ranges` decodes each range ONCE and dispatches the records in the same task (`filterlib.rebuild.dispatch`: the
 filters of a topic evaluated set-at-a-time over the batch). One row per record carries its consume-queue unit
 (`unit` says whether it has one); multi-dispatch LMQ units are rows of their own, and the split's SplitReport is
 the range's last row, as JSON (every other column null): the driver collects only those, and keeps or drops each
@@ -16,9 +16,9 @@ Without bodies only the compressed ones are copied out of the read buffer (their
 `body_error`), and then dropped.
 
 And the tasks of the two options: `export_queues` (`--export-cq`: one queue's sorted units streamed into its
-consumequeue and consumequeue_ext files by `filterlib.cqexport.QueueWriter`), `dump_queue_units` and `diff_units`
+consumequeue and consumequeue_ext files by `filterlib.rebuild.export.QueueWriter`), `dump_queue_units` and `diff_units`
 (`--verify`: the dump's own queues read as the pull reads them, and joined pairs turned into queue_diff rows by
-`filterlib.queuediff`).
+`filterlib.rebuild.verify`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filterlib.cqexport import QueueGap, QueueWriter
-from filterlib.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
-from filterlib.queuediff import diff_batch, read_dump_queue
+from filterlib.rebuild.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
+from filterlib.rebuild.export import QueueGap, QueueWriter
+from filterlib.rebuild.verify import diff_batch, read_dump_queue
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
@@ -71,7 +71,7 @@ DECODED_SCHEMA = pa.schema([pa.field("file_base", pa.int64()), pa.field("positio
                             pa.field("multi", pa.bool_()), pa.field("unit", pa.bool_()),
                             pa.field("message", pa.struct(list(MESSAGES_SCHEMA))), pa.field("report", pa.string())])
 """A split's rows: the record's file and position; its unit (valid where `unit`), and whether that is a
-multi-dispatch unit (its queue offset is the one it asks for, placed later by `filterlib.dispatch.place_queue`);
+multi-dispatch unit (its queue offset is the one it asks for, placed later by `filterlib.rebuild.dispatch.place_queue`);
 its messages row (null on an LMQ unit's row and on the report row); on the split's last row only, its report."""
 
 EXPORT_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("first_offset", pa.int64()),

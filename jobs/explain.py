@@ -5,7 +5,7 @@
 
 Reads job 1's and job 2's Delta tables with the lookups pushed down (messages by id or key, the decision matrix by
 commit log offset, exploded to the group's decision rows by `jobs.row_forms`) and prints, per matching message,
-what the consume-queue layer, the commit-log layer and the client did (`filterlib.explain`); a message the group
+what the consume-queue layer, the commit-log layer and the client did (`filterlib.replay.explain`); a message the group
 never scanned, or that does not exist, says so and why (no subscription to its topic, a subscription the broker
 refused, no consume-queue unit, a start offset past it).
 Each message's body is shown as the client sees it: from `messages` when job 1 wrote it (`--bodies`), else read
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from filterlib.errors import StoreFormatError
-from filterlib.explain import explain
+from filterlib.replay.explain import explain
 from filterlib.store.bodies import StoredBody, read_stored
 from filterlib.store.compression import DecompressError, compression_type, decompress_body
 from filterlib.store.storedir import StoreDir

@@ -1,5 +1,5 @@
 """Job 2's Spark tasks: read a dump's own consume queues, and replay every subscription's pull over one queue per
-group of rows. No filter rule lives here: the tasks hand Arrow tables to `filterlib.simulate` and back to Spark.
+group of rows. No filter rule lives here: the tasks hand Arrow tables to `filterlib.replay` and back to Spark.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filterlib import matrix, tables
-from filterlib.dispatch import registry_from_spec
-from filterlib.matrix import MATRIX_SCHEMA
-from filterlib.pull import PullConfig, Span
-from filterlib.simulate import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA, Plan, build_filter
+from filterlib import tables
+from filterlib.rebuild.dispatch import registry_from_spec
+from filterlib.replay import matrix
+from filterlib.replay.matrix import MATRIX_SCHEMA
+from filterlib.replay.paging import PullConfig, Span
+from filterlib.replay.plans import Plan, build_filter
+from filterlib.replay.rows import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA
 from filterlib.store import fs as sfs
 from filterlib.store.dumpqueue import read_chunks, units_per_file
 from filterlib.store.storedir import StoreDir
@@ -53,7 +55,7 @@ OUT_SCHEMA = pa.schema([
 """What a queue's one replay emits, every kind in one schema (the other kinds' columns null): MATRIX rows (the
 unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
 `scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
-subscription (`filterlib.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition]).
+subscription (`filterlib.replay.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition]).
 A task that writes its tables' Parquet files itself (`PullContext.targets`) emits FILE rows (`file`: the
 `delta_files.write_part` descriptor as JSON) in place of the MATRIX and DETAIL rows, and MATRIX rows only for a
 topic with what-if candidates (what the comparison reads). PULL rows always come back: a piece of a queue numbers

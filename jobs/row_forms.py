@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from filterlib import tables
 from filterlib import vocabulary as vocab
-from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
+from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from jobs.delta_io import read_dump, table_path
 

@@ -6,7 +6,7 @@
 Subscriptions are the file's plus a registered SQL92 subscription for every record of the dump's
 consumerFilter.json the file does not name; the registry is that file as the broker loads it. Each subscription
 gets the broker's pre-read answer; those answered OK pull every queue of their topic. One Spark task per queue
-decides every unit for every subscription of the topic set-at-a-time (`filterlib.simulate`) and pages the pulls as
+decides every unit for every subscription of the topic set-at-a-time (`filterlib.replay`) and pages the pulls as
 getMessage does. The consume queues and ext bitmaps are the dump's own (what the broker reads), or job 1's rebuild
 (`--queues rebuilt`, and the fallback when the dump has none). The messages come from job 1's `messages` table.
 Each queue is replayed once; its compact output is cached and written as the tables pull_decisions (the decision
@@ -31,27 +31,23 @@ import pyarrow as pa
 from filterlib import brokerversion, tables
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
-from filterlib.dispatch import registry_spec
-from filterlib.dumpregistry import RegistryLoad
 from filterlib.errors import StoreFormatError
-from filterlib.groupstats import stats_rows, sum_counts, totals
-from filterlib.matrix import codes_table, subscription_positions
+from filterlib.rebuild.dispatch import registry_spec
+from filterlib.rebuild.dumpregistry import RegistryLoad
 from filterlib.registry import now_ms
-from filterlib.simulate import (
+from filterlib.replay.matrix import codes_table, subscription_positions
+from filterlib.replay.plans import (
     COMMITTED,
     EARLIEST,
-    MESSAGE_SIDE,
-    WHAT_IF,
     Plan,
-    WhatIf,
-    WhatIfRefused,
     committed_offsets,
     dump_subscriptions,
     not_replayed,
-    parse_what_if,
     plan_all,
-    what_if_plans,
 )
+from filterlib.replay.rows import MESSAGE_SIDE
+from filterlib.replay.stats import stats_rows, sum_counts, totals
+from filterlib.replay.whatif import WHAT_IF, WhatIf, WhatIfRefused, parse_what_if, what_if_plans
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
@@ -460,7 +456,7 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
 
 
 def _pages_rocksdb(store: StoreDir) -> bool:
-    """True when the broker reads RocksDB consume queues (units_per_file 0: paged by batch, see filterlib.pull)."""
+    """True when the broker reads RocksDB consume queues (units_per_file 0: paged by batch, see replay.paging)."""
     return store.queue_kind == ROCKSDB or (store.queue_kind is None
                                            and store.conf.storeType.lower() == DEFAULT_ROCKSDB.lower())
 

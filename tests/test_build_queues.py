@@ -22,8 +22,8 @@ import pytest
 import refharness
 import scenarios
 
-from filterlib.cqexport import encode_queue
-from filterlib.dispatch import bit_set
+from filterlib.rebuild.dispatch import bit_set
+from filterlib.rebuild.export import encode_queue
 from filterlib.store import commitlog as cl
 from filterlib.store import consumequeue_ext as ext_mod
 from filterlib.store.bodies import read_bodies
@@ -670,7 +670,7 @@ def test_queue_writer_streams_the_bytes_encode_queue_makes(tmp_path) -> None:
 
     import pyarrow as pa
 
-    from filterlib.cqexport import QueueGap, QueueWriter
+    from filterlib.rebuild.export import QueueGap, QueueWriter
 
     rng = random.Random(7)
     for trial in range(150):

@@ -1,4 +1,4 @@
-"""filterlib.dispatch against real 5.3.3 stores: the units job 1 builds from the commit log equal the broker's
+"""filterlib.rebuild.dispatch against real 5.3.3 stores: the units job 1 builds from the commit log equal the broker's
 consumequeue files, re-encoded byte for byte (ext addresses and consumequeue_ext files included), and the rebuilt
 ext bitmaps equal the broker's where the filter rule's assumption holds; where registrations changed mid-stream,
 every difference is explained by the rule, and the explanation agrees with the registry the broker really had
@@ -16,7 +16,7 @@ import refharness
 import scenarios
 from test_registry import replay_registrations, store_run
 
-from filterlib.dispatch import (
+from filterlib.rebuild.dispatch import (
     CQ_SCHEMA,
     Dispatcher,
     append_positions,

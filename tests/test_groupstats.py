@@ -1,4 +1,4 @@
-"""group_stats rows from the replay's per-piece counts (`filterlib.groupstats`): sums over pieces and queues, the
+"""group_stats rows from the replay's per-piece counts (`filterlib.replay.stats`): sums over pieces and queues, the
 bloom false positive rate, the queue counted once however many pieces it was replayed in."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from filterlib import vocabulary as vocab
-from filterlib.groupstats import stats_rows, sum_counts, totals
-from filterlib.matrix import CODES, COUNT_FIELDS, counts
-from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE
-from filterlib.simulate import Plan
+from filterlib.replay.matrix import CODES, COUNT_FIELDS, counts
+from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE
+from filterlib.replay.plans import Plan
+from filterlib.replay.stats import stats_rows, sum_counts, totals
 
 
 def code(outcome: str, fp: bool = False, tested: bool | None = None) -> int:

@@ -1,4 +1,4 @@
-"""filterlib.matrix without Spark: a queue's replay encoded as the decision matrix, its details and counts decodes
+"""filterlib.replay.matrix, no Spark: a queue's replay encoded as the decision matrix, its details and counts decodes
 back to exactly `simulate_queue`'s decision rows (every column, the pull index from the pulls' ranges), on stores
 the real broker wrote, from the earliest offset, from committed-like starts and with RocksDB paging; every
 combination the engine gives has a decision code; the counts are group_stats' counts of those rows."""
@@ -17,12 +17,12 @@ from test_engine_decide import pulling_filters
 from test_message_filter import pull_answers_run
 from test_registry import replay_registrations, store_run
 
-from filterlib import matrix
 from filterlib import vocabulary as vocab
-from filterlib.pull import PullConfig
 from filterlib.registry import compile_filter
-from filterlib.replay import MessageIndex, load_queue
-from filterlib.simulate import UNITS_SCHEMA, simulate_queue
+from filterlib.replay import matrix
+from filterlib.replay.from_store import MessageIndex, load_queue
+from filterlib.replay.paging import PullConfig
+from filterlib.replay.rows import UNITS_SCHEMA, simulate_queue
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir
 

@@ -1,4 +1,4 @@
-"""filterlib.pull: the consumer's pulls over each queue equal the real broker's getMessage calls (harness
+"""filterlib.replay.paging: the consumer's pulls over each queue equal the real broker's getMessage calls (harness
 pull.json: request offset, status, next begin offset, messages, filtered messages, and the call of every unit),
 with the per-unit verdicts from the set-at-a-time filter."""
 
@@ -14,8 +14,8 @@ from test_registry import replay_registrations, store_run
 
 from filterlib.engine.decide import OUTCOMES, Decisions, decide_units
 from filterlib.message_filter import BLOOM_MISS, SQL_ERROR, SQL_FALSE, SQL_NULL, TAG_HASH_MISS
-from filterlib.pull import PullConfig, Span, replay_pulls, span_start
 from filterlib.registry import compile_filter
+from filterlib.replay.paging import PullConfig, Span, replay_pulls, span_start
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 
 CQ_DROPS = {OUTCOMES.index(TAG_HASH_MISS), OUTCOMES.index(BLOOM_MISS)}

@@ -1,4 +1,4 @@
-"""filterlib.replay from the store directory alone (consume queues, ext files, commitlog decoded by filterlib):
+"""filterlib.replay.from_store from the store directory alone (consume queues, ext files, commitlog decoded):
 every unit's outcome, every call and the delivered set equal the real broker's pull replay."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from test_message_filter import pull_answers_run
 from test_registry import replay_registrations, store_run
 
 from filterlib.engine.decide import OUTCOMES, REASONS
-from filterlib.pull import PullConfig
 from filterlib.registry import compile_filter
-from filterlib.replay import MessageIndex, load_queue, replay_queue
+from filterlib.replay.from_store import MessageIndex, load_queue, replay_queue
+from filterlib.replay.paging import PullConfig
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir
 

@@ -18,8 +18,8 @@ import scenarios
 from test_build_queues import broker_conf
 from test_simulate_pull import compare, subscriptions_file
 
-from filterlib.replay import load_queue
-from filterlib.simulate import committed_offsets
+from filterlib.replay.from_store import load_queue
+from filterlib.replay.plans import committed_offsets
 from filterlib.store.queues import FILE, ROCKSDB, queue_kind
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues, simulate_pull

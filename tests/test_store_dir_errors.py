@@ -67,7 +67,7 @@ def test_a_listed_commitlog_directory_that_does_not_exist_is_an_issue(tmp_path):
 
 
 def test_dump_registry_falls_back_to_its_backup_like_the_broker(tmp_path):
-    from filterlib.dumpregistry import load_registry
+    from filterlib.rebuild.dumpregistry import load_registry
     from filterlib.registry import ConsumerFilterManager
 
     root = _store(tmp_path)

@@ -12,7 +12,7 @@ import refharness
 import scenarios
 
 from filterlib import sql92
-from filterlib.dispatch import Dispatcher, bit_set, dispatch
+from filterlib.rebuild.dispatch import Dispatcher, bit_set, dispatch
 from filterlib.registry import ConsumerFilterManager
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir

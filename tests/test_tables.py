@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from filterlib import tables, vocabulary
-from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA
+from filterlib.replay.rows import DECISIONS_SCHEMA, PULLS_SCHEMA
 from jobs.report_html import OUTCOME_HELP, OUTCOMES
 from jobs.schemas import spark_ddl, table_ddl
 
@@ -91,7 +91,7 @@ def test_branches_belong_to_layers():
 
 def test_job2_compact_tables_agree_with_the_replay_outputs():
     """The matrix, details and codes tables hold the replay's compact columns with its types."""
-    from filterlib.matrix import CODES_SCHEMA, DETAILS_SCHEMA, MATRIX_SCHEMA
+    from filterlib.replay.matrix import CODES_SCHEMA, DETAILS_SCHEMA, MATRIX_SCHEMA
 
     assert tables.DECISION_MATRIX.arrow(drop=("dump_id", "topic", "queue_id")) == MATRIX_SCHEMA
     details = {f.name.replace("plan", "subscription_index"): f.type for f in DETAILS_SCHEMA}

@@ -1,7 +1,7 @@
 """Job 2's per-subscription statistics (the `group_stats` rows): what each subscription's replay counted, summed
 over the pieces of every queue it pulled, beside the subscription's plan and pre-read answer.
 
-The counts come from the replay tasks (`filterlib.matrix.counts`, one COUNT_FIELDS vector per piece of a queue and
+The counts come from the replay tasks (`matrix.counts`, one COUNT_FIELDS vector per piece of a queue and
 subscription); this module adds them up and derives the rates, so the Spark layer only carries numbers.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from filterlib.matrix import COUNT_FIELDS
-from filterlib.simulate import Plan
+from filterlib.replay.matrix import COUNT_FIELDS
+from filterlib.replay.plans import Plan
 
 
 def sum_counts(pieces: Iterable[tuple[int, Sequence[int]]]) -> dict[int, dict[str, int]]:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from filterlib.dispatch import explain_bitmap
+from filterlib.rebuild.dispatch import explain_bitmap
 from filterlib.registry import ConsumerFilterManager
 from filterlib.store.consumequeue_ext import is_ext_addr, undecorate
 from filterlib.store.dumpqueue import read_chunks

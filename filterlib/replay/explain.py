@@ -12,9 +12,9 @@ from typing import Any
 
 from filterlib import sql92, tags
 from filterlib import vocabulary as vocab
-from filterlib.dispatch import bit_set
 from filterlib.errors import FilterError
 from filterlib.javalang import to_int32
+from filterlib.rebuild.dispatch import bit_set
 
 Row = Mapping[str, Any]
 

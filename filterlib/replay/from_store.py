@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from filterlib import message_filter as mf
 from filterlib.engine.decide import Decisions, Units
-from filterlib.pull import Calls, PullConfig, pull_queue
+from filterlib.replay.paging import Calls, PullConfig, pull_queue
 from filterlib.store.compression import body_errors
 from filterlib.store.consumequeue_ext import ExtColumns
 from filterlib.store.dumpqueue import concat_ext, read_chunks, units_per_file

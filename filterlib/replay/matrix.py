@@ -22,8 +22,9 @@ import pyarrow.compute as pc
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
-from filterlib.pull import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, Span, pull_queue
-from filterlib.simulate import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, Plan, units_from_table
+from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, Span, pull_queue
+from filterlib.replay.plans import Plan
+from filterlib.replay.rows import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, units_from_table
 
 MATRIX_SCHEMA = pa.schema([
     *UNIT_FIELDS,
@@ -162,7 +163,7 @@ def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, i
                  engine_cache: dict | None = None, span: Span | None = None) -> QueueOutput:
     """Every (plan, position, filter, start offset, batch size) over one queue (`simulate.UNITS_SCHEMA` units from
     `min_offset` on, in order), as the compact output: `width` bytes per matrix row, byte `position` the plan's.
-    With `span` the units are a run of whole consumequeue files of a longer queue (`filterlib.pull.Span`): the
+    With `span` the units are a run of whole consumequeue files of a longer queue (`filterlib.replay.paging.Span`): the
     pulls' `pull_index` then counts from the run's first call, and the caller numbers them over the queue."""
     base = config or PullConfig()
     u = units_from_table(units)
