@@ -107,6 +107,14 @@ class TopicFilters:
     groups: dict[str, ConsumerFilterData] = field(default_factory=dict)
 
 
+def _bean(value: Any, what: str) -> Mapping | None:
+    """A JSON object where the broker's bean (or map) stands; fastjson throws on anything else, and the broker's
+    ConfigManager.load goes on to the `.bak` (a ValueError here, as for text that does not decode)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(f"{what} is not a JSON object")
+    return value
+
+
 class ConsumerFilterManager:
     """The broker's registry of SQL92 filters keyed by topic then group, with the Bloom filter it sizes.
 
@@ -306,21 +314,21 @@ class ConsumerFilterManager:
         When any record's bloom data is not valid for this manager's filter (another f, n), nothing is taken and
         the current registrations stay, as the broker does (it only logs).
         """
-        root = fastjson.loads(text)
-        by_topic = None if root is None else root.get("filterDataByTopic")
+        root = _bean(fastjson.loads(text), "the file")
+        by_topic = None if root is None else _bean(root.get("filterDataByTopic"), "filterDataByTopic")
         if by_topic is None:
             return True
         now = self._now(now)
         loaded: dict[str, TopicFilters] = {}
         for topic, obj in by_topic.items():
-            if obj is None:
+            if _bean(obj, f"topic {topic!r}") is None:
                 continue
-            groups_obj = obj.get("groupFilterData", {})
+            groups_obj = _bean(obj.get("groupFilterData", {}), f"groupFilterData of topic {topic!r}")
             if groups_obj is None:
                 raise ValueError(f"groupFilterData of topic {topic!r} is null")
             topic_filters = TopicFilters(obj.get("topic"))
             for group, data_obj in groups_obj.items():
-                if data_obj is None:
+                if _bean(data_obj, f"group {group!r} of topic {topic!r}") is None:
                     continue
                 data = ConsumerFilterData.from_json(data_obj)
                 try:

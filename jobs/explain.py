@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from filterlib.errors import StoreFormatError
-from filterlib.replay.explain import explain
+from filterlib.replay.explain import evaluated_filter, explain
 from filterlib.store.bodies import StoredBody, read_stored
 from filterlib.store.compression import DecompressError, compression_type, decompress_body
 from filterlib.store.storedir import StoreDir
@@ -186,7 +186,8 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
             out.text += ["  " + line for line in _never_scanned(m, subs, m["commit_log_offset"] in units)]
         for d in mine:
             sub = next(s for s in subs if s["subscription_index"] == d["subscription_index"])
-            out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m)]
+            retry = evaluated_filter(d, m, filters)
+            out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m, retry)]
     return out
 
 

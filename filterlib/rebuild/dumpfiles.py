@@ -39,7 +39,8 @@ def plan_file(reports: Sequence[SplitReport]) -> FilePlan:
 def relative_path(path: str, store_root: str) -> str:
     """A store file's path relative to the store root when inside it (stable across machines), else as given."""
     rel = os.path.relpath(path, store_root)
-    return path if rel.startswith("..") else rel.replace(os.sep, "/")
+    outside = rel == os.pardir or rel.startswith(os.pardir + os.sep)
+    return path if outside else rel.replace(os.sep, "/")
 
 
 def dump_file_row(plan: FilePlan, store_root: str, fallback_used: bool = False) -> dict:

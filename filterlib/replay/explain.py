@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from filterlib import message_filter as mf
 from filterlib import sql92, tags
 from filterlib import vocabulary as vocab
 from filterlib.errors import FilterError
@@ -66,8 +67,19 @@ def consume_queue_words(d: Row, sub: Row, filt: Row | None, message: Row | None)
     return _CQ_WORDS.get(why, why)
 
 
-def commit_log_words(d: Row, sub: Row, message: Row | None) -> str:
-    """The commit-log layer in words: the SQL92 value and the property values it came from."""
+def evaluated_filter(d: Row, message: Row | None, filters: Mapping[tuple[str, str], Row]) -> Row | None:
+    """The registered filter the retry variant evaluates for a unit of a retry topic: the one of the message's
+    original topic (its RETRY_TOPIC property) and the group (ExpressionForRetryMessageFilter); None elsewhere, where
+    the subscription's own expression is the one evaluated."""
+    if not str(d["topic"]).startswith(mf.RETRY_GROUP_TOPIC_PREFIX) or not message or not message.get("properties"):
+        return None
+    real = dict(message["properties"]).get(mf.PROPERTY_RETRY_TOPIC)
+    return filters.get((real, d["consumer_group"])) if real is not None else None
+
+
+def commit_log_words(d: Row, sub: Row, message: Row | None, retry_filter: Row | None = None) -> str:
+    """The commit-log layer in words: the SQL92 value and the property values it came from (on a retry topic, of
+    the original topic's registered filter, `evaluated_filter`, where that is what was evaluated)."""
     if d["layer"] == vocab.CONSUME_QUEUE:
         return "not reached: the consume-queue layer dropped the unit"
     sql = d.get("sql_value")
@@ -77,6 +89,8 @@ def commit_log_words(d: Row, sub: Row, message: Row | None) -> str:
         is_tag = tags.is_tag_type(sub["subscription_type"])
         return _CL_WORDS["tag_type"] if is_tag else _CL_WORDS["no_filter_data"]
     expr = sub["expression"]
+    if retry_filter is not None and retry_filter.get("expression") is not None:
+        expr = retry_filter["expression"]
     try:
         names = sql92.compile(expr).referenced_properties
     except FilterError:
@@ -104,14 +118,15 @@ def client_words(d: Row) -> str:
     return _CLIENT_WORDS.get(d["reason"], d["reason"])
 
 
-def explain(d: Row, sub: Row, filt: Row | None, message: Row | None) -> list[str]:
-    """Every layer's decision for one scanned unit, in the order the broker and client apply them."""
+def explain(d: Row, sub: Row, filt: Row | None, message: Row | None, retry_filter: Row | None = None) -> list[str]:
+    """Every layer's decision for one scanned unit, in the order the broker and client apply them (`retry_filter`:
+    the original topic's filter a retry topic's unit was evaluated with, `evaluated_filter`)."""
     head = (f"{d['consumer_group']} on {d['topic']} queue {d['queue_id']} offset {d['queue_offset']} "
             f"(commit log offset {d['commit_log_offset']}): {d['outcome']}, decided by the {d['layer']} layer"
             f"{' — a bloom false positive' if d['bloom_false_positive'] else ''}")
     lines = [head, f"  subscription: {sub['subscription_type']} `{sub['expression']}` ({sub['path']}, from "
                    f"{sub['source']}); pulled by pull #{d['pull_index']} of this queue"]
     lines.append(f"  1. consume queue: {consume_queue_words(d, sub, filt, message)}")
-    lines.append(f"  2. commit log: {commit_log_words(d, sub, message)}")
+    lines.append(f"  2. commit log: {commit_log_words(d, sub, message, retry_filter)}")
     lines.append(f"  3. client: {client_words(d)}")
     return lines

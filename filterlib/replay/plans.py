@@ -54,8 +54,9 @@ class Plan:
 def dump_subscriptions(file_subs: Sequence[Subscription], registry: ConsumerFilterManager
                        ) -> list[tuple[Subscription, str]]:
     """The subscriptions to pull with their source: the file's, in file order (a (group, topic) named twice is
-    replayed twice: members of one group that subscribe differently), then a registered SQL92 subscription (client
-    version as sub_version) for every registry record whose (group, topic) the file does not name."""
+    replayed twice: members of one group that subscribe differently), then a registered SQL92 subscription (no
+    sub_version: the pull checks the record's clientVersion) for every registry record whose (group, topic) the
+    file does not name."""
     named = {(s.group, s.topic) for s in file_subs}
     out: list[tuple[Subscription, str]] = [(s, FROM_FILE) for s in file_subs]
     for d in sorted(registry.records(), key=lambda d: (d.topic or "", d.consumer_group or "")):
