@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from filterlib import tables
 from filterlib.rebuild.dispatch import registry_from_spec
-from filterlib.replay import matrix
+from filterlib.replay import matrix, whatif
 from filterlib.replay.matrix import MATRIX_SCHEMA
 from filterlib.replay.paging import PullConfig, Span
 from filterlib.replay.plans import Plan, build_filter
@@ -314,3 +314,17 @@ def compact(out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand:
                                                     "queue_offset": d.column("queue_offset"),
                                                     "detail": d.column("detail")}),
         _pulls_part(out.pulls, topic, queue_id), _counts_part(out, topic, queue_id)])
+
+
+def what_if_changes(compared: list):
+    """The mapInArrow function over matrix rows (topic, queue_id, queue_offset, commit_log_offset, decisions:
+    every subscription's byte, then every candidate's): the units each candidate gains or loses
+    (`filterlib.replay.whatif.changes`, CHANGES_SCHEMA)."""
+
+    def run(batches):
+        for batch in batches:
+            out = whatif.changes(batch, compared)
+            if out.num_rows:
+                yield from out.to_batches()
+
+    return run

@@ -35,6 +35,7 @@ from filterlib.errors import StoreFormatError
 from filterlib.rebuild.dispatch import registry_spec
 from filterlib.rebuild.dumpregistry import RegistryLoad
 from filterlib.registry import now_ms
+from filterlib.replay import whatif
 from filterlib.replay.matrix import codes_table, subscription_positions
 from filterlib.replay.plans import (
     COMMITTED,
@@ -54,7 +55,6 @@ from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
 from filterlib.store.queues import DEFAULT_ROCKSDB, ROCKSDB
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
-from jobs import row_forms
 from jobs.cli import (
     ROOT,
     InputError,
@@ -91,9 +91,10 @@ from jobs.pull_tasks import (
     piece_size,
     read_dump_queues,
     replay_queues,
+    what_if_changes,
 )
 from jobs.runs import JOB1_TABLES, record_run
-from jobs.schemas import table_ddl
+from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -548,58 +549,6 @@ def _codes_df(spark: SparkSession, dump_id: str) -> DataFrame:
     return spark.createDataFrame(rows, table_ddl(tables.DECISION_CODES))
 
 
-def _what_if(spark: SparkSession, inputs: Inputs, decisions: DataFrame, messages: DataFrame, plans: list[Plan],
-             compared: dict[int, int], summary: Summary, examples: int = 3) -> list[dict]:
-    """Messages each candidate gains or loses against the current subscription it replaces: the what_if table
-    (one row per changed unit) and, per candidate, counts by queue and a few examples."""
-    from pyspark.sql import functions as F
-
-    pairs = spark.createDataFrame(list(compared.items()), "cand int, cur int")
-    unit = ["topic", "queue_id", "queue_offset"]
-    cand = decisions.join(F.broadcast(pairs), decisions.plan == pairs.cand).select(
-        "cand", *unit, F.col("commit_log_offset").alias("cand_clo"), F.col("outcome").alias("candidate_outcome"))
-    cur = decisions.join(F.broadcast(pairs), decisions.plan == pairs.cur).select(
-        "cand", *unit, F.col("commit_log_offset").alias("cur_clo"), F.col("outcome").alias("current_outcome"))
-    both = cand.join(cur, ["cand", *unit], "full_outer")
-    got = F.coalesce(F.col("candidate_outcome") == vocab.DELIVERED, F.lit(False))
-    had = F.coalesce(F.col("current_outcome") == vocab.DELIVERED, F.lit(False))
-    changed = both.withColumn("change", F.when(got & ~had, "gained").when(had & ~got, "lost")).where(
-        F.col("change").isNotNull()).withColumn("commit_log_offset", F.coalesce("cand_clo", "cur_clo"))
-    names = spark.createDataFrame([(i, plans[i].group, plans[c].expression, plans[i].expression)
-                                   for i, c in compared.items()],
-                                  "cand int, consumer_group string, current_expression string, "
-                                  "candidate_expression string")
-    ids = messages.select("commit_log_offset", F.coalesce("uniq_key", "offset_msg_id").alias("msg_id"), "tags")
-    rows = changed.join(F.broadcast(names), "cand").join(ids, "commit_log_offset", "left")
-    table = rows.select(F.lit(inputs.dump_id).alias("dump_id"), *WHAT_IF_COLUMNS, "cand")
-    summary.tables["what_if"] = replace_dump(table.drop("cand"), inputs.warehouse, "what_if", inputs.dump_id)
-    saved = spark.read.format("delta").load(table_path(inputs.warehouse, "what_if")).where(
-        F.col("dump_id") == inputs.dump_id)
-    counts = saved.groupBy("consumer_group", "topic", "candidate_expression", "queue_id", "change").count().collect()
-    firsts = saved.orderBy("topic", "queue_id", "queue_offset").limit(500).collect()
-    out = []
-    for i, c in compared.items():
-        p, base = plans[i], plans[c]
-        mine = [r for r in counts if (r.consumer_group, r.topic, r.candidate_expression) ==
-                (p.group, p.topic, p.expression)]
-        queues = {}
-        for r in mine:
-            q = queues.setdefault(r.queue_id, {"queue_id": r.queue_id, "gained": 0, "lost": 0})
-            q[r.change] += r["count"]
-        ex = [r.asDict() for r in firsts if (r.consumer_group, r.topic, r.candidate_expression) ==
-              (p.group, p.topic, p.expression)]
-        ex = [e for e in ex if e["change"] == "gained"][:examples] + [e for e in ex if e["change"] == "lost"][:examples]
-        out.append({"consumer_group": p.group, "topic": p.topic, "candidate": f"{p.type}:{p.expression}",
-                    "current": f"{base.type}:{base.expression}", "answer": p.answer,
-                    "gained": sum(q["gained"] for q in queues.values()),
-                    "lost": sum(q["lost"] for q in queues.values()),
-                    "queues": [queues[k] for k in sorted(queues)], "examples": ex})
-        if not p.ok:
-            summary.notes.append(f"what-if {p.group} on {p.topic}: the broker answers the candidate {p.answer} "
-                                 f"({p.remark or p.cause}): it would receive nothing")
-    return out
-
-
 @dataclass
 class Planned:
     """The run's subscriptions as plans (answers included), and its what-if candidates after them."""
@@ -716,9 +665,9 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
 
 
 def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame, files: list,
-           summary: Summary) -> DataFrame:
+           summary: Summary) -> None:
     """Every table of the run but what_if: the tasks' own files committed (or the compact output written through
-    Spark), then pulls numbered over each queue, decision_codes and group_stats. Returns the decision codes."""
+    Spark), then pulls numbered over each queue, decision_codes and group_stats."""
     from pyspark.sql import functions as F
 
     sc, wh, dump = spark.sparkContext, inputs.warehouse, inputs.dump_id
@@ -745,29 +694,34 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     summary.tables["pulls"] = replace_dump(_pulls_df(out, _plans_df(spark, planned.all), mine, dump_id), wh,
                                            "pulls", dump)
     sc.setJobDescription(f"{PROG} {dump}: write decision_codes and group_stats")
-    codes_df = _codes_df(spark, dump)
-    summary.tables["decision_codes"] = replace_dump(codes_df, wh, "decision_codes", dump)
+    summary.tables["decision_codes"] = replace_dump(_codes_df(spark, dump), wh, "decision_codes", dump)
     stats_df = spark.createDataFrame(summary.stats, table_ddl(tables.GROUP_STATS))
     summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", dump)
-    return codes_df
 
 
 def _compare(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
-             messages: DataFrame, codes_df: DataFrame, summary: Summary) -> None:
-    """The what-if candidates against the subscriptions they stand in for, from the same replay's matrix rows."""
+             messages: DataFrame, summary: Summary) -> None:
+    """The what-if candidates against the subscriptions they stand in for, from the same replay's matrix rows: the
+    what_if table (one row per changed unit, `filterlib.replay.whatif.changes` in the tasks) and, per candidate,
+    counts by queue and a few examples (`whatif.summarize`)."""
     from pyspark.sql import functions as F
 
     spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: compare the what-if candidates")
-    both = F.expr("concat(decisions, coalesce(what_if_decisions, X''))")
-    cached = out.where(F.col("kind") == MATRIX).select(F.lit(inputs.dump_id).alias("dump_id"), "topic", "queue_id",
-                                                      "queue_offset", "commit_log_offset", both.alias("decisions"))
-    subs = spark.createDataFrame([(inputs.dump_id, p.index, p.topic, ctx.positions[str(p.index)])
-                                  for p in planned.all],
-                                 "dump_id string, subscription_index int, topic string, subscription_position int")
-    all_decisions = row_forms.explode(cached, subs, codes_df).select(
-        F.col("subscription_index").alias("plan"), "topic", "queue_id", "queue_offset", "commit_log_offset",
-        "outcome")
-    summary.what_if = _what_if(spark, inputs, all_decisions, messages, planned.all, planned.compared, summary)
+    positions = {int(k): v for k, v in ctx.positions.items()}
+    compared = whatif.comparisons(planned.all, planned.compared, positions, ctx.widths)
+    both = F.expr("concat(decisions, coalesce(what_if_decisions, X''))").alias("decisions")
+    rows = out.where(F.col("kind") == MATRIX).select("topic", "queue_id", "queue_offset", "commit_log_offset", both)
+    changed = rows.mapInArrow(what_if_changes(compared), spark_ddl(whatif.CHANGES_SCHEMA))
+    ids = messages.select("commit_log_offset", F.coalesce("uniq_key", "offset_msg_id").alias("msg_id"), "tags")
+    table = changed.join(ids, "commit_log_offset", "left").select(F.lit(inputs.dump_id).alias("dump_id"),
+                                                                   *WHAT_IF_COLUMNS)
+    summary.tables["what_if"] = replace_dump(table, inputs.warehouse, "what_if", inputs.dump_id)
+    saved = read_dump(spark, inputs.warehouse, "what_if", inputs.dump_id, latest=True)
+    counts = saved.groupBy("consumer_group", "topic", "candidate_expression", "queue_id", "change").count().collect()
+    firsts = saved.orderBy("topic", "queue_id", "queue_offset").limit(500).collect()
+    summary.what_if, notes = whatif.summarize(planned.all, planned.compared, [r.asDict() for r in counts],
+                                              [r.asDict() for r in firsts])
+    summary.notes += notes
 
 
 def run(spark: SparkSession, inputs: Inputs) -> Summary:
@@ -788,9 +742,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
     out = _replay(units, messages, ctx)
     files = _count(spark, inputs, planned, ctx, out, summary)
-    codes_df = _write(spark, inputs, planned, ctx, out, files, summary)
+    _write(spark, inputs, planned, ctx, out, files, summary)
     if planned.candidates:
-        _compare(spark, inputs, planned, ctx, out, messages, codes_df, summary)
+        _compare(spark, inputs, planned, ctx, out, messages, summary)
     out.unpersist()
     if body_checks is not None:
         body_checks.unpersist()

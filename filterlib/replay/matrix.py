@@ -24,7 +24,7 @@ from filterlib import vocabulary as vocab
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, Span, pull_queue
 from filterlib.replay.plans import Plan
-from filterlib.replay.rows import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, units_from_table
+from filterlib.replay.rows import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, pulls_table, units_from_table
 
 MATRIX_SCHEMA = pa.schema([
     *UNIT_FIELDS,
@@ -185,14 +185,9 @@ def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, i
             details.append(pa.Table.from_arrays([
                 pa.array(np.full(len(rows), plan, dtype=np.int32)),
                 pa.array(min_offset + rows, pa.int64()), d.details(rows)], schema=DETAILS_SCHEMA))
-        k = len(calls.status)
-        pulls.append(pa.Table.from_arrays([
-            pa.array(np.full(k, plan, dtype=np.int32)), pa.array(np.arange(k, dtype=np.int32)),
-            pa.array(calls.request_offset), pa.array([STATUS_NAMES[s] for s in calls.status.tolist()], pa.string()),
-            pa.array(calls.next_begin_offset), pa.array(calls.message_count.astype(np.int32)),
-            pa.array(calls.filter_message_count.astype(np.int32))], schema=PULLS_SCHEMA))
+        pulls.append(pulls_table(plan, calls))
         out_counts[plan] = counts(col[scanned], sizes[scanned], calls.message_count, calls.status,
-                                  k > 0 and int(calls.request_offset[0]) == start)
+                                  len(calls.status) > 0 and int(calls.request_offset[0]) == start)
     rows = np.flatnonzero(codes.any(axis=1)) if width else np.zeros(0, np.int64)
     take = pa.array(rows)
     legal = pc.fill_null(units.column("tags_code_legal").take(take), False)

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from filterlib import message_filter as mf
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units
-from filterlib.replay.paging import STATUS_NAMES, PullConfig, pull_queue
+from filterlib.replay.paging import STATUS_NAMES, Calls, PullConfig, pull_queue
 
 UNIT_FIELDS = [pa.field("queue_offset", pa.int64()), pa.field("commit_log_offset", pa.int64()),
                pa.field("size", pa.int32()), pa.field("tags_code", pa.int64())]
@@ -135,6 +135,16 @@ def _decision_table(plan: int, units: pa.Table, d: Decisions, unit_call: np.ndar
     return pa.Table.from_arrays([cols[f.name] for f in DECISIONS_SCHEMA], schema=DECISIONS_SCHEMA)
 
 
+def pulls_table(plan: int, calls: Calls) -> pa.Table:
+    """One plan's pulls over one queue (PULLS_SCHEMA), numbered from 0 in call order."""
+    k = len(calls.status)
+    return pa.Table.from_arrays([
+        pa.array(np.full(k, plan, dtype=np.int32)), pa.array(np.arange(k, dtype=np.int32)),
+        pa.array(calls.request_offset), pa.array([STATUS_NAMES[s] for s in calls.status.tolist()], pa.string()),
+        pa.array(calls.next_begin_offset), pa.array(calls.message_count.astype(np.int32)),
+        pa.array(calls.filter_message_count.astype(np.int32))], schema=PULLS_SCHEMA)
+
+
 def simulate_queue(filters: Sequence[tuple[int, mf.ExpressionMessageFilter, int, int]], units: pa.Table,
                    min_offset: int, units_per_file: int, config: PullConfig | None = None,
                    engine_cache: dict | None = None) -> tuple[pa.Table, pa.Table]:
@@ -154,11 +164,6 @@ def simulate_queue(filters: Sequence[tuple[int, mf.ExpressionMessageFilter, int,
         cfg = dataclasses.replace(base, batch_size=batch_size)
         d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache)
         decisions.append(_decision_table(plan, units, d, calls.unit_call))
-        k = len(calls.status)
-        pulls.append(pa.Table.from_arrays([
-            pa.array(np.full(k, plan, dtype=np.int32)), pa.array(np.arange(k, dtype=np.int32)),
-            pa.array(calls.request_offset), pa.array([STATUS_NAMES[s] for s in calls.status.tolist()], pa.string()),
-            pa.array(calls.next_begin_offset), pa.array(calls.message_count.astype(np.int32)),
-            pa.array(calls.filter_message_count.astype(np.int32))], schema=PULLS_SCHEMA))
+        pulls.append(pulls_table(plan, calls))
     empty_d, empty_p = DECISIONS_SCHEMA.empty_table(), PULLS_SCHEMA.empty_table()
     return (pa.concat_tables(decisions) if decisions else empty_d, pa.concat_tables(pulls) if pulls else empty_p)
