@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import refharness
 import scenarios
-from test_build_queues import broker_conf
+from support.job_runs import broker_conf
 
 from filterlib import brokerversion
 from filterlib.brokerversion import BrokerVersion, detect

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import refharness
 import scenarios
+from support.job_runs import broker_conf, rows, subscriptions_file
+from support.registry_replay import hidden_at_dispatch, load_registry
 
 from filterlib.rebuild.dispatch import bit_set
 from filterlib.rebuild.export import encode_queue
@@ -35,18 +37,6 @@ from jobs.delta_io import read_dump, table_path
 pytestmark = [pytest.mark.reference, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ("messages", "consume_queue", "consumer_filters", "dump_files")
-
-
-def broker_conf(path: Path, broker: dict, store: dict) -> str:
-    """A broker.conf with the harness run's effective settings."""
-    keys = ["enableConsumeQueueExt", "enableCalcFilterBitMap", "enablePropertyFilter", "expectConsumerNumUseFilter",
-            "maxErrorRateOfBloomFilter", "filterSupportRetry"]
-    lines = [f"{k}={str(broker[k]).lower()}" for k in keys]
-    lines += [f"{k}={store[k]}" for k in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
-                                          "mappedFileSizeConsumeQueueExt")]
-    lines += [f"{k}={str(store[k]).lower()}" for k in ("enableMultiDispatch", "enableLmq") if k in store]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +56,6 @@ def warehouse(tmp_path_factory) -> str:
 def run_job(spark, store: str, warehouse: str, *extra: str) -> build_queues.Summary:
     args = build_queues.parser().parse_args(["--store", store, "--warehouse", warehouse, *extra])
     return build_queues.run(spark, build_queues.validate(args))
-
-
-def rows(spark, warehouse: str, table: str, dump_id: str, order: list[str]) -> list[dict]:
-    return read_dump(spark, warehouse, table, dump_id).orderBy(*order).toArrow().to_pylist()
 
 
 def check_messages(msgs: list[dict], records: list[dict], store: str | None = None) -> None:
@@ -516,8 +502,6 @@ def test_verify_explains_registrations_changed_mid_stream(spark, warehouse, tmp_
     differs from the rebuilt one, each a bitmap-only difference explained by the rule, and each explanation names
     a (group, topic) the broker really held at dispatch that the final registry hides (replayed from the harness
     report as in test_dispatch)."""
-    from test_dispatch import _hidden_at_dispatch, load_registry
-
     run = _harness_run(scenarios.varied_scenario(1), tmp_path_factory)
     assert run["report"]["broker"]["enableConsumeQueueExt"]
     s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--dump-id", "varied1", "--verify")
@@ -530,7 +514,7 @@ def test_verify_explains_registrations_changed_mid_stream(spark, warehouse, tmp_
     differing = {k for k in truth if rebuilt[k] != broker[k]}
     diffs = diff_rows(spark, warehouse, "varied1")
     assert {(d["topic"], d["queue_id"], d["queue_offset"]) for d in diffs} == differing and len(differing) > 10
-    hidden = _hidden_at_dispatch(run, load_registry(run["store"], run["report"]["broker"]))
+    hidden = hidden_at_dispatch(run, load_registry(run["store"], run["report"]["broker"]))
     for d in diffs:
         k = (d["topic"], d["queue_id"], d["queue_offset"])
         assert (d["kind"], d["fields"], d["explained"]) == ("differs", ["filter_bitmap"], True), d["reason"]
@@ -539,13 +523,6 @@ def test_verify_explains_registrations_changed_mid_stream(spark, warehouse, tmp_
         assert any(f"({g}, {t})" in d["reason"] for g, t in held), (d["reason"], held)
     assert s.verify.total("explained") == len(diffs) and s.verify.total("differs") == len(diffs)
     assert f"{len(diffs)} bitmap differences explained by the rule, 0 unexplained" in "\n".join(s.lines())
-
-
-def _subscriptions_file(path: Path, subs: list[dict]) -> str:
-    keys = {"group": "group", "topic": "topic", "type": "type", "expression": "expression", "path": "path",
-            "subVersion": "sub_version", "batchSize": "batch_size"}
-    path.write_text(json.dumps([{keys[k]: v for k, v in s.items()} for s in subs]))
-    return str(path)
 
 
 def test_filters_the_dump_registry_does_not_hold_set_no_bits(spark, warehouse, tmp_path_factory) -> None:
@@ -557,7 +534,7 @@ def test_filters_the_dump_registry_does_not_hold_set_no_bits(spark, warehouse, t
     sc = scenarios.unregistered_filters_scenario(1)
     run = _harness_run(sc, tmp_path_factory)
     assert [(f["group"], f["topic"]) for f in run["report"]["filters"]] == [("G_REG", scenarios.TOPIC)]
-    subs = _subscriptions_file(tmp_path_factory.mktemp("subs") / "subs.json", sc["subscriptions"])
+    subs = subscriptions_file(tmp_path_factory.mktemp("subs") / "subs.json", sc["subscriptions"])
     s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--subscriptions", subs,
                 "--dump-id", "unreg", "--verify")
     truth = {(r["topic"], r["queueId"], r["queueOffset"]): r for r in run["listing"]["records"] if r["cq"]}
@@ -602,7 +579,7 @@ def test_a_dump_without_a_registry_takes_the_files_sql92_subscriptions(spark, wa
     shutil.copytree(run["store"], store)
     for name in ("consumerFilter.json", "consumerFilter.json.bak"):
         (store / "config" / name).unlink(missing_ok=True)
-    subs = _subscriptions_file(tmp_path / "subs.json", sc["subscriptions"])
+    subs = subscriptions_file(tmp_path / "subs.json", sc["subscriptions"])
     s = run_job(spark, str(store), warehouse, "--broker-conf", run["conf"], "--subscriptions", subs,
                 "--dump-id", "noreg")
     assert "no readable consumerFilter.json" in "\n".join(s.lines())

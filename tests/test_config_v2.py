@@ -10,8 +10,7 @@ import json
 import pytest
 import refharness
 import scenarios
-from test_build_queues import broker_conf
-from test_simulate_pull import compare, subscriptions_file
+from support.job_runs import broker_conf, compare, subscriptions_file
 
 from jobs import build_queues, simulate_pull
 

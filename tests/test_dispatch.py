@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 import refharness
 import scenarios
-from test_registry import replay_registrations, store_run
+from support.harness_runs import store_run
+from support.registry_replay import hidden_at_dispatch, load_registry
 
 from filterlib.rebuild.dispatch import (
     CQ_SCHEMA,
@@ -27,7 +28,7 @@ from filterlib.rebuild.dispatch import (
     place_queue,
     registry_groups,
 )
-from filterlib.registry import ConsumerFilterManager, compile_filter
+from filterlib.registry import ConsumerFilterManager
 from filterlib.store import consumequeue as cq
 from filterlib.store import consumequeue_ext as ext
 from filterlib.store.scan import ScanOptions
@@ -49,13 +50,6 @@ def runs() -> dict[str, dict]:
         out[name] = {"out": d, "scenario": sc, "report": json.loads((d / "report.json").read_text()),
                      "listing": json.loads((d / "listing.json").read_text())}
     return out
-
-
-def load_registry(store: str, broker: dict) -> ConsumerFilterManager:
-    """The dump's final registry as job 1 loads it: consumerFilter.json under the broker's bloom settings."""
-    reg = ConsumerFilterManager(broker["maxErrorRateOfBloomFilter"], broker["expectConsumerNumUseFilter"])
-    assert reg.load(os.path.join(store, "config", "consumerFilter.json"))
-    return reg
 
 
 def rebuild(run: dict) -> tuple[StoreDir, ConsumerFilterManager, pa.Table]:
@@ -204,40 +198,6 @@ def test_bitmaps_equal_the_broker_when_filters_predate_the_messages(runs, name) 
     assert set_bits > 5 and nulls > 5
 
 
-def _hidden_at_dispatch(run: dict, reg: ConsumerFilterManager) -> dict[int, tuple[set[tuple[str, str]], set[int]]]:
-    """Per commit log offset: the (group, topic) records the broker held at dispatch that the rule cannot see in
-    the final registry (gone since, or now born at or after the message), and the bits the matching ones set."""
-    out: dict[int, tuple[set[tuple[str, str]], set[int]]] = {}
-
-    def on_message(manager: ConsumerFilterManager, record: dict) -> None:
-        hidden: set[tuple[str, str]] = set()
-        bits: set[int] = set()
-        for d in manager.get_topic(record["topic"]) or []:
-            final = reg.get(d.topic, d.consumer_group)
-            if final is None or final.born_time >= record["storeTimestamp"]:
-                hidden.add((d.consumer_group, d.topic))
-                if d.compiled is not None and d.compiled.matches(record["properties"] or {}):
-                    bits |= set(d.bloom_filter_data.bit_pos)
-        out[record["physicalOffset"]] = (hidden, bits)
-
-    # Records written by an end-transaction event (commit, store-mode rollback) are dispatched there: replay
-    # them as message events at that place so the registry of that moment is seen.
-    listed = {r["scenarioId"] for r in run["listing"]["records"]}
-    events = []
-    moved = {}
-    for i, e in enumerate(run["scenario"]["events"]):
-        moved[i] = len(events)
-        events.append(e)
-        for suffix in ("commit", "rollback"):
-            if e["kind"] == suffix and f"{e['ref']}:{suffix}" in listed:
-                events.append({"kind": "message", "id": f"{e['ref']}:{suffix}"})
-    rows = [{**r, "eventIndex": moved[r["eventIndex"]]} for r in run["report"]["registrations"]]
-    replay_registrations({**run, "scenario": {**run["scenario"], "events": events},
-                          "report": {**run["report"], "registrations": rows}},
-                         {}, compiler=compile_filter, on_message=on_message)
-    return out
-
-
 @pytest.mark.parametrize("name", ["varied1", "registry"])
 def test_every_bitmap_difference_is_explained_by_the_rule(runs, name) -> None:
     """Registrations change between messages: the differences from the broker's bitmaps are all explained, and
@@ -245,7 +205,7 @@ def test_every_bitmap_difference_is_explained_by_the_rule(runs, name) -> None:
     cites a record the rule could not see, and the broker's extra bits are exactly those such records set."""
     run = runs[name]
     sd, reg, table = rebuild(run)
-    truth = _hidden_at_dispatch(run, reg)
+    truth = hidden_at_dispatch(run, reg)
     groups = known_groups(sd, reg)
     differences = equal = 0
     for (topic, qid), rows in by_queue(table).items():

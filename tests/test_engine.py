@@ -18,8 +18,9 @@ import refharness
 import scenarios
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_registry import replay_registrations, store_run
-from test_sql92_conformance import _cases
+from support.harness_runs import store_run
+from support.registry_replay import replay_registrations
+from support.sql92_cases import selector_cases
 
 from filterlib import sql92
 from filterlib.engine import KERNEL, TABLE, Engine
@@ -108,7 +109,7 @@ def check(exprs, maps, label: str, paths=PATHS) -> None:
 # -- the whole conformance suite, as batches of mixed rows ----------------------------------------------------
 
 def test_conformance_suite_as_batches():
-    cases = _cases()
+    cases = selector_cases()
     rng = random.Random(7)
     pool = [p for c in cases for p in c["props"]]
     compiled = []
@@ -272,7 +273,7 @@ def test_harness_store_messages(harness_runs, name):
     run = harness_runs[name]
     table = _decoded(str(run["out"] / "store"))
     assert table.num_rows > 50
-    exprs = compiled(_selectors_of(run) + [c["expr"] for c in random.Random(11).sample(_cases(), 400)])
+    exprs = compiled(_selectors_of(run) + [c["expr"] for c in random.Random(11).sample(selector_cases(), 400)])
     maps = [dict(p or []) for p in table.column("properties").to_pylist()]
     engine = Engine(exprs)
     want = expected(exprs, maps)

@@ -6,50 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
-from test_message_filter import pull_answers_run
-from test_registry import replay_registrations, store_run
+from support.filters import HARNESS_OUTCOMES, MAP, pulling_filters, sql_setup, units_of
+from support.harness_runs import pull_answers_run, store_run
+from support.registry_replay import replay_registrations
 
 from filterlib.engine.decide import REASONS, Units, decide_units
-from filterlib.message_filter import ExtUnit, decide, make_filter, pull_answer
+from filterlib.message_filter import ExtUnit, decide
 from filterlib.registry import compile_filter
-
-MAP = pa.map_(pa.string(), pa.string())
-
-
-def units_of(sub_row: dict, records: dict) -> tuple[Units, list[dict]]:
-    """Every unit the real pull scanned for one subscription, as columns, and the harness rows."""
-    rows = [u for q in sub_row["queues"] for u in q["units"]]
-    n = len(rows)
-    width = max([len(bytes.fromhex(u["bitmapHex"])) for u in rows if u.get("bitmapHex")] or [0])
-    bitmaps = np.zeros((n, width), dtype=np.uint8)
-    lengths = np.full(n, -1, dtype=np.int64)
-    for i, u in enumerate(rows):
-        if u["ext"] and u["bitmapHex"] is not None:
-            b = bytes.fromhex(u["bitmapHex"])
-            lengths[i] = len(b)
-            bitmaps[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
-    msgs = [records[u["commitLogOffset"]] for u in rows]
-    props = pa.array([list((m["properties"] or {}).items()) for m in msgs], type=MAP)
-    return Units(
-        tags_code=np.array([0 if u["tagsCode"] is None else int(u["tagsCode"]) for u in rows], dtype=np.int64),
-        tags_code_legal=np.array([u["tagsCode"] is not None for u in rows], dtype=bool),
-        has_ext=np.array([bool(u["ext"]) for u in rows], dtype=bool),
-        ext_store_time=np.array([u["extMsgStoreTime"] if u["ext"] else 0 for u in rows], dtype=np.int64),
-        bitmaps=bitmaps, bitmap_length=lengths, properties=props,
-        tags=pa.array([(m["properties"] or {}).get("TAGS") for m in msgs], pa.string())), rows
-
-
-def pulling_filters(run: dict, manager):
-    """(harness subscription row, the filter the broker pulls it with) for every subscription answered OK."""
-    broker = run["scenario"]["broker"]
-    for sub_row, request in zip(run["pull"]["subscriptions"], run["scenario"]["subscriptions"], strict=True):
-        answer = pull_answer(manager, sub_row["topic"], sub_row["group"], sub_row["expression"], sub_row["type"],
-                             request.get("subVersion"), posted=sub_row["path"] != "registered",
-                             enable_property_filter=broker.get("enablePropertyFilter", True))
-        if answer.ok:
-            yield sub_row, make_filter(answer.subscription, answer.filter_data, manager,
-                                       filter_support_retry=broker.get("filterSupportRetry", False))
 
 
 def compare(run: dict, manager) -> tuple[int, list]:
@@ -102,8 +65,6 @@ def test_pull_answer_scenarios(enable_property_filter):
 
 def test_every_consume_queue_branch_in_one_batch():
     """The row tests' branch cases (message_filter) as one batch: same branches, born-time edge included."""
-    from test_message_filter import sql_setup
-
     from filterlib.engine.decide import consume_queue_layer
     from filterlib.message_filter import ExpressionMessageFilter
 

@@ -7,13 +7,11 @@ filter versions) and design.md's outcomes; the reference tests compare every sca
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from refharness import pull as pull_replay
-from refharness import write_store
-from scenarios import pull_answers_scenario
-from test_registry import oracle_compiler, replay_registrations, run_sql_table, store_run
+from support.filters import HARNESS_OUTCOMES, Const, sql_setup
+from support.harness_runs import pull_answers_run, store_run
+from support.registry_replay import oracle_compiler, replay_registrations, run_sql_table
 
 from filterlib.bloom import BloomFilterData
 from filterlib.errors import BrokerFilterError, FilterEvaluationError
@@ -26,30 +24,8 @@ from filterlib.message_filter import (
     parse_retry_group,
     pull_answer,
 )
-from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, compile_filter
+from filterlib.registry import ConsumerFilterManager, compile_filter
 from filterlib.tags import build_subscription, tags_code
-
-
-class Const:
-    """A compiled expression with a fixed result (or error)."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def evaluate(self, props):
-        if isinstance(self.value, Exception):
-            raise self.value
-        return self.value
-
-
-def sql_setup(value=True, born=1000):
-    m = ConsumerFilterManager()
-    data = ConsumerFilterData("G", "T", "a > 1", "SQL92", born_time=born,
-                              bloom_filter_data=m.bloom_filter.generate("G#T"), client_version=1,
-                              compiled=Const(value))
-    f = ExpressionMessageFilter(build_subscription("a > 1", "SQL92", "T"), data, m.bloom_filter)
-    hit = m.bloom_filter.bitmap_of([data.bloom_filter_data])
-    return m, data, f, hit
 
 
 def test_tag_layers():
@@ -156,7 +132,6 @@ BRANCHES = {"NO_SUBSCRIPTION": "no_subscription", "CLASS_FILTER": "class_filter"
             "SQL_BLOOM_DATA_INVALID": "bloom_data_invalid", "SQL_BITMAP_LENGTH_MISMATCH": "bitmap_length_mismatch",
             "SQL_BLOOM_HIT": "bloom_hit", "SQL_BLOOM_MISS": "bloom_miss"}
 SQL_VALUES = {"sql_true": "TRUE", "sql_false": "FALSE", "sql_null": "NULL"}
-OUTCOMES = {"SQL_NON_BOOLEAN": "SQL_NULL"}
 
 
 def _sql_value(reason: str, detail: str | None) -> str | None:
@@ -230,7 +205,7 @@ def compare_pull(run: dict, pull: dict | None = None, manager: ConsumerFilterMan
                     theirs.update(clResult=unit["clResult"], sqlValue=_harness_sql_value(unit["sqlValue"]))
                 out = decide(f, tags_code_value, ext, props)
                 mine.update(outcome=out.outcome, bloomFalsePositive=out.bloom_false_positive)
-                theirs.update(outcome=OUTCOMES.get(unit["outcome"], unit["outcome"]),
+                theirs.update(outcome=HARNESS_OUTCOMES.get(unit["outcome"], unit["outcome"]),
                               bloomFalsePositive=unit["bloomFalsePositive"])
                 if unit["brokerReturned"]:
                     mine["clientKept"] = out.outcome != "TAG_CLIENT_MISMATCH"
@@ -294,14 +269,6 @@ def test_pull_answers_in_the_brokers_order():
     assert pull_answer(m, "T", "H", "TagA", "TAG", **off).answer == "OK"
     failed = pull_answer(m, "T", "H", "", "SQL92", posted=True, **on)
     assert (failed.answer, failed.cause) == ("SUBSCRIPTION_PARSE_FAILED", "Expression can't be null! SQL92")
-
-
-def pull_answers_run(enable_property_filter: bool) -> dict:
-    scenario = pull_answers_scenario(11, enable_property_filter)
-    out = write_store(scenario)
-    return {"out": out, "scenario": scenario, "report": json.loads((out / "report.json").read_text()),
-            "listing": json.loads((out / "listing.json").read_text()),
-            "pull": json.loads((out / "pull.json").read_text())}
 
 
 @pytest.mark.reference

@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 import pytest
-from test_engine_decide import pulling_filters, units_of
-from test_message_filter import pull_answers_run
-from test_registry import replay_registrations, store_run
+from support.filters import pulling_filters, units_of
+from support.harness_runs import pull_answers_run, store_run
+from support.registry_replay import replay_registrations
 
 from filterlib.engine.decide import OUTCOMES, Decisions, decide_units
 from filterlib.message_filter import BLOOM_MISS, SQL_ERROR, SQL_FALSE, SQL_NULL, TAG_HASH_MISS

@@ -9,17 +9,25 @@ filterlib.sql92.
 
 from __future__ import annotations
 
-import copy
 import json
-import random
 
 import pytest
-from refharness import DEFAULT_VERSION, VERSIONS, eval_cases, write_store
+from refharness import VERSIONS, write_store
 from scenarios import heartbeat_clean_scenario, varied_scenario
+from support.harness_runs import store_run
+from support.registry_replay import (
+    oracle_compiler,
+    replay_registrations,
+    run_sql_table,
+    state,
+    state_json,
+    summary,
+    summary_json,
+)
 
 from filterlib.bloom import BloomFilter
-from filterlib.brokerversion import config_dialect, registry_rules
-from filterlib.errors import FilterError, FilterEvaluationError, FilterSyntaxError
+from filterlib.brokerversion import config_dialect
+from filterlib.errors import FilterError, FilterSyntaxError
 from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, bloom_key
 from filterlib.store import fastjson, releasemarks
 from filterlib.store.storedir import StoreDir
@@ -237,260 +245,6 @@ def test_fastjson_dialect():
          '\n\t"d":{\n\t\t"s":1,3:4,\n\t\t"t":[5]\n\t}\n}')
     assert fastjson.dumps({"k": {0: None}}) == '{\n\t"k":{\n\t}\n}'
     assert fastjson.dumps({"k": {}}) == '{\n\t"k":{}\n}'
-
-
-def oracle_compiler(table: dict):
-    """A compiler answering from the real SqlFilter: table[expr] = (compile error or None, {props_key: result})."""
-
-    class OracleExpression:
-        def __init__(self, expr):
-            self.expr = expr
-
-        def evaluate(self, props):
-            result = table[self.expr][1][props_key(props)]
-            if "error" in result:
-                raise FilterEvaluationError(result.get("message") or "", result["error"])
-            return decode_value(result)
-
-    def compile_(expression_type, expression):
-        if expression_type != "SQL92" or expression is None:
-            raise FilterError(f"no SPI for {expression_type}")
-        error, _ = table[expression]
-        if error is not None:
-            raise FilterSyntaxError(error, expression)
-        return OracleExpression(expression)
-
-    return compile_
-
-
-def props_key(props) -> str:
-    return json.dumps(sorted((props or {}).items()))
-
-
-def decode_value(result: dict):
-    kind, value = result["type"], result.get("value")
-    if kind == "null":
-        return None
-    if kind == "Boolean":
-        return value
-    if kind in ("Long", "Integer"):
-        return int(value)
-    if kind in ("Double", "Float"):
-        return float(value)
-    return value
-
-
-def sql_table(expressions, property_maps) -> dict:
-    """Evaluate every expression on every property map with the real classes."""
-    maps = {props_key(p): p for p in property_maps}
-    keys = list(maps)
-    exprs = sorted(set(expressions))
-    results = eval_cases([{"kind": "sql", "expr": e, "props": [maps[k] for k in keys]} for e in exprs])
-    table = {}
-    for expr, res in zip(exprs, results, strict=True):
-        if res.get("compile") != "ok":
-            table[expr] = (json.dumps(res.get("compile")), {})
-        else:
-            table[expr] = (None, dict(zip(keys, res["evals"], strict=True)))
-    return table
-
-
-def _message(rng: random.Random, topic: str, index: int) -> dict:
-    props = {}
-    if rng.random() < 0.8:
-        props["a"] = rng.choice(["0", "1", "2", "3", "4", "5", "6", "7", "50", "150", "abc", "5.5", "-1"])
-    if rng.random() < 0.5:
-        props["b"] = rng.choice(["x", "y", "X"])
-    if rng.random() < 0.3:
-        props["c"] = "c"
-    if rng.random() < 0.3:
-        props["d"] = "d"
-    return {"kind": "message", "id": f"{topic}-{index}", "topic": topic, "queueId": rng.randrange(2),
-            "tags": rng.choice(["TagA", "TagB", "Aa", "BB", None, "*"]), "props": props}
-
-
-def scenario(filter_support_retry: bool = False) -> dict:
-    """A seeded store scenario touching every registration rule and every filter branch."""
-    rng = random.Random(4242)
-    counter = iter(range(10**6))
-
-    def msgs(topic, count):
-        return [_message(rng, topic, next(counter)) for _ in range(count)]
-
-    def reg(group, topic, expression, version, kind="SQL92"):
-        return {"kind": "register", "group": group, "topic": topic, "expression": expression, "type": kind,
-                "clientVersion": version}
-
-    events = msgs("T1", 3)
-    events += [reg("G1", "T1", "a > 5", 1), reg("G2", "T1", "b = 'x' OR c IS NULL", 1),
-               reg("G3", "T1", "TagA", 1, "TAG"), reg("G4", "T1", "a >> 5", 1), reg("G5", "T1", "a < 3", 1),
-               reg("G6", "T1", "a BETWEEN 1 AND 100", 1), reg("G11", "T1", "a > 1", 1, "sql92")]
-    events += msgs("T1", 25)
-    events += [reg("G5", "T1", "a < 3", 1), reg("G5", "T1", "a < 9", 0), reg("G5", "T1", "a < 4", 2),
-               {"kind": "unregister", "group": "G6"}]
-    events += msgs("T1", 20)
-    events += [reg("G6", "T1", "a BETWEEN 1 AND 100", 1), reg("G1", "T1", "a > 5", 3), reg("G2", "T1", "b = ", 2),
-               reg("G7", "T2", "a > 0", 1)]
-    events += msgs("T1", 15) + msgs("T2", 15)
-    events += [reg("G1", "T2", "d IS NOT NULL", 1), reg("G7", "T2", "a > 0 AND b = 'x'", 5)]
-    events += msgs("T2", 15) + msgs("T1", 5)
-    events += [reg(f"H{i}", "T3", f"x > {i}", 1) for i in range(40)]
-    events += [{"kind": "message", "id": f"x{i}", "topic": "T3", "queueId": 0, "tags": None,
-                "props": {"x": str(rng.randrange(0, 41))}} for i in range(60)]
-    retry_props = [{"a": str(v)} for v in (1, 7, 9, 200)] + [{}]
-    events += [{"kind": "message", "id": f"r{i}", "topic": "ignored", "tags": "TagA", "props": p,
-                "retry": {"group": "G1", "originalTopic": "T1", "delayLevel": 3}}
-               for i, p in enumerate(retry_props)]
-
-    def sub(group, topic, expression, kind="SQL92", path="registered", version=None):
-        s = {"group": group, "topic": topic, "type": kind, "expression": expression, "path": path}
-        if version is not None:
-            s["subVersion"] = version
-        return s
-
-    subscriptions = [sub("G1", "T1", "a > 5", version=3), sub("G2", "T1", "b = 'x' OR c IS NULL", version=1),
-                     sub("G5", "T1", "a < 4", version=2), sub("G6", "T1", "a BETWEEN 1 AND 100", version=1),
-                     sub("G7", "T2", "a > 0 AND b = 'x'", version=5), sub("G1", "T2", "d IS NOT NULL", version=1),
-                     sub("G3", "T1", "Aa || TagB", "TAG"), sub("G8", "T1", " * ", "TAG"), sub("G9", "T1", "*", "TAG"),
-                     sub("G10", "T1", "a > 5", path="posted", version=1),
-                     sub("G12", "T1", "a >> 5", path="posted", version=1),
-                     sub("G1", "%RETRY%G1", "*", "TAG"), sub("G1", "%RETRY%G1", "a < 100", path="posted", version=1)]
-    subscriptions += [sub(f"H{i}", "T3", f"x > {i}", version=1) for i in range(40)]
-    return {"broker": {"filterSupportRetry": filter_support_retry}, "events": events,
-            "subscriptions": subscriptions}
-
-
-def store_run(filter_support_retry: bool = False, version: str = DEFAULT_VERSION) -> dict:
-    """Run the scenario through one release's real broker; return its report, listing, pull output and store dir."""
-    out = write_store(scenario(filter_support_retry), version)
-    pull_path = out / "pull.json"
-    return {"out": out, "report": json.loads((out / "report.json").read_text()),
-            "listing": json.loads((out / "listing.json").read_text()),
-            "pull": json.loads(pull_path.read_text()) if pull_path.exists() else None,
-            "scenario": scenario(filter_support_retry)}
-
-
-def run_sql_table(run: dict) -> dict:
-    exprs = [e["expression"] for e in run["scenario"]["events"] if e["kind"] == "register"]
-    exprs += [s["expression"] for e in run["scenario"]["events"] if e["kind"] == "heartbeat"
-              for s in e["subscriptions"]]
-    exprs += [s["expression"] for s in run["scenario"].get("subscriptions", [])]
-    return sql_table(exprs, [r["properties"] or {} for r in run["listing"]["records"]])
-
-
-def replay_registrations(run: dict, table: dict, check: list | None = None,
-                         compiler=None, on_message=None) -> tuple[ConsumerFilterManager, list]:
-    """Replay the scenario's events on a Python manager; return it and the bitmap comparisons per message.
-
-    `on_message(manager, record)` is called at each message event with the registry as the broker had it then.
-
-    New records take the broker's bornTime only when the broker really built one; otherwise a time the broker
-    never used, so a wrongly rebuilt record shows up as a bornTime mismatch.
-    """
-    bloom = run["report"]["bloom"]
-    topics = {t["name"] for t in run["scenario"].get("topics", [])}   # the broker's topic table, as it grows
-    m = ConsumerFilterManager(bloom["f"], bloom["n"], compiler=compiler or oracle_compiler(table),
-                              rules=registry_rules(run["report"]["rocketmqVersion"]), topic_exists=topics.__contains__,
-                              calc_bitmap=run["report"]["broker"]["enableCalcFilterBitMap"])
-    rows: dict[int, list[dict]] = {}
-    for r in run["report"]["registrations"]:
-        rows.setdefault(r["eventIndex"], []).append(r)
-    by_id = {r["scenarioId"]: r for r in run["listing"]["records"] if r.get("scenarioId")}
-    bitmaps = []
-    for index, event in enumerate(run["scenario"]["events"]):
-        if event["kind"] == "register":
-            (row,) = rows[index]
-            old = m.get(event["topic"], event["group"])
-            born = row.get("bornTime")
-            now = born if born is not None and (old is None or born != old.born_time) else -7
-            result = m.register(event["topic"], event["group"], event["expression"], event.get("type", "SQL92"),
-                                event.get("clientVersion", 1), now=now)
-            if check is not None:
-                check.append((index, "result", result, row["result"]))
-                mine = m.get(event["topic"], event["group"])
-                theirs = row["filterData"]
-                check.append((index, "state", None if mine is None else summary(mine),
-                              None if theirs is None else summary_json(theirs)))
-        elif event["kind"] == "unregister":
-            dead_times = rows.get(index, [])
-            m.unregister(event["group"], now=dead_times[0]["deadTime"] if dead_times else 0)
-        elif event["kind"] == "heartbeat":
-            # register(group, subList) reads the clock once per new record and once per killed one: every time it
-            # sets lies in [nowBefore, nowAfter]. Replay at nowBefore, compare with times in that window taken as
-            # "now", then adopt the broker's exact times so later bitmaps compare exactly.
-            (row,) = rows[index]
-            subs = [(s["topic"], s["expression"], s.get("type", "SQL92"), s.get("subVersion", 1))
-                    for s in event["subscriptions"]]
-            m.register_group(event["group"], subs, now=row["nowBefore"])
-            window = (row["nowBefore"], row["nowAfter"])
-            if check is not None:
-                check.append((index, "heartbeat", state(m, window), state_json(row["filters"], window)))
-            for f in row["filters"]:
-                d = m.get(f["topic"], f["group"])
-                if d is not None:
-                    d.born_time, d.dead_time = f["bornTime"], f["deadTime"]
-        elif event["kind"] == "clean":
-            # clean() reads the clock once per record, somewhere in [nowBefore, nowAfter]: the broker's result
-            # must be ours at one of the two bounds (they differ only if a record's age crossed the span inside
-            # the call). The span is BrokerConfig.filterDataCleanTimeSpan, set for this event only.
-            (row,) = rows[index]
-            theirs = (row["topics"], state_json(row["filters"]))
-            outcomes = []
-            for now in (row["nowBefore"], row["nowAfter"]):
-                trial = copy.deepcopy(m)
-                trial.clean_time_span = event["spanMs"]
-                trial.clean(now=now)
-                outcomes.append((trial, (sorted(trial.filter_data_by_topic), state(trial))))
-            trial, mine = next(((t, o) for t, o in outcomes if o == theirs), outcomes[0])
-            if check is not None:
-                check.append((index, "clean", mine, theirs))
-            trial.clean_time_span = m.clean_time_span
-            m = trial
-        elif event["kind"] == "message":
-            record = by_id[event["id"]]
-            topics.add(record["topic"])
-            if on_message is not None:
-                on_message(m, record)
-            ext = (record.get("cq") or {}).get("ext")
-            mine = m.calc_bitmap(record["topic"], record["properties"] or {})
-            bitmaps.append((event["id"], None if mine is None else mine.hex(), ext and ext["bitmapHex"]))
-    return m, bitmaps
-
-
-def _at(t: int, window: tuple[int, int] | None):
-    """A time as compared: "now" when it lies in the window of one call, else itself."""
-    return "now" if window is not None and window[0] <= t <= window[1] else t
-
-
-def state(m: ConsumerFilterManager, window: tuple[int, int] | None = None) -> list[tuple]:
-    """Every record as (topic, group, summary), times inside `window` shown as "now"."""
-    rows = []
-    for d in m.records():
-        s = summary(d)
-        rows.append((d.topic, d.consumer_group, *s[:3], _at(s[3], window), _at(s[4], window), *s[5:]))
-    return sorted(rows, key=repr)
-
-
-def state_json(filters: list[dict], window: tuple[int, int] | None = None) -> list[tuple]:
-    """The same rows from the harness's FILTER objects."""
-    rows = []
-    for f in filters:
-        s = summary_json(f)
-        rows.append((f["topic"], f["group"], *s[:3], _at(s[3], window), _at(s[4], window), *s[5:]))
-    return sorted(rows, key=repr)
-
-
-def summary(d: ConsumerFilterData) -> tuple:
-    bloom = d.bloom_filter_data
-    return (d.expression, d.expression_type, d.client_version, d.born_time, d.dead_time, d.is_dead(),
-            d.compiled is not None, None if bloom is None else bloom.bit_pos, None if bloom is None else bloom.bit_num)
-
-
-def summary_json(d: dict) -> tuple:
-    bloom = d["bloom"]
-    return (d["expression"], d["type"], d["clientVersion"], d["bornTime"], d["deadTime"], d["dead"],
-            d["compiled"], None if bloom is None else tuple(bloom["bitPos"]),
-            None if bloom is None else bloom["bitNum"])
 
 
 @pytest.fixture(scope="module", params=list(VERSIONS))

@@ -9,10 +9,9 @@ import pyarrow as pa
 import pytest
 import refharness
 import scenarios
-from test_engine_decide import pulling_filters
-from test_message_filter import OUTCOMES as HARNESS_OUTCOMES
-from test_message_filter import pull_answers_run
-from test_registry import replay_registrations, store_run
+from support.filters import HARNESS_OUTCOMES, pulling_filters
+from support.harness_runs import pull_answers_run, store_run
+from support.registry_replay import replay_registrations
 
 from filterlib.engine.decide import OUTCOMES, REASONS
 from filterlib.registry import compile_filter

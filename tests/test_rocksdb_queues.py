@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import refharness
 import scenarios
-from test_build_queues import broker_conf
-from test_simulate_pull import compare, subscriptions_file
+from support.job_runs import broker_conf, compare, subscriptions_file
 
 from filterlib.replay.from_store import load_queue
 from filterlib.replay.plans import committed_offsets

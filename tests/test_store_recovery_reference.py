@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import refharness
 import scenarios
-from test_build_queues import broker_conf
+from support.job_runs import broker_conf
 
 from filterlib.brokerversion import recovery_rules
 from filterlib.store import commitlog as cl

@@ -1,0 +1,1 @@
+"""Helpers several test modules share; test modules import them from here, never from one another."""
