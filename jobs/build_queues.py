@@ -80,9 +80,9 @@ from jobs.decode_tasks import (
     parse_report,
 )
 from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
-from jobs.delta_io import read_dump, replace_dump, table_path
+from jobs.delta_io import replace_dump, table_path
 from jobs.faults import task_writes
-from jobs.runs import record_run
+from jobs.runs import read_dump, record_run
 from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:

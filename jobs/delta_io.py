@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from filterlib.store import fs as sfs
+from jobs.faults import TableWriteError, java_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,7 +46,6 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     try:
         _replace(df, path, dump_id, stats_columns)
     except Exception as e:  # Py4JJavaError, a captured SQL or Python exception: the cause stays chained
-        from jobs.faults import TableWriteError
 
         raise TableWriteError(table, path, dump_id) from e
     return path
@@ -82,44 +82,9 @@ def last_version(spark: SparkSession, path: str) -> int:
     return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
 
 
-def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,
-              latest: bool = False) -> DataFrame:
-    """One dump's rows of a table as the dump's last complete run left it (jobs.runs: the version that run
-    committed, so a run killed part-way is never seen); `version` reads that version instead, `latest` the newest
-    (a run reading what it has just written itself). A table no complete run names is read at its latest version."""
-    from pyspark.sql import functions as F
-
-    path = table_path(warehouse, table)
-    if version is None and not latest:
-        from jobs.runs import pinned_version
-
-        version = pinned_version(spark, warehouse, table, dump_id)
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    return reader.load(path).where(F.col("dump_id") == dump_id)
-
-
 # Fail fast when probing: a refused connection or a missing bucket is one answer, not minutes of S3A retries.
 _PROBE_CONF = {"fs.s3a.bucket.probe": "2", "fs.s3a.attempts.maximum": "1", "fs.s3a.retry.limit": "1",
                "fs.s3a.retry.interval": "100ms", "fs.s3a.connection.establish.timeout": "5s"}
-
-
-_QUALIFIED = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z][A-Za-z0-9_$]*)")
-
-
-def _java_reason(e: BaseException) -> str:
-    """A JVM exception in one short line: simple class names, whitespace collapsed, the causes' repeated
-    "Class: message" segments (the AWS SDK nests the same one several times) kept once."""
-    java = getattr(e, "java_exception", None)
-    text = " ".join((str(java.toString()) if java is not None else str(e)).split()) or type(e).__name__
-    text = _QUALIFIED.sub(r"\1", text)
-    seen: list[str] = []
-    for part in text.split(": "):
-        if part not in seen:
-            seen.append(part)
-    line = ": ".join(seen)
-    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def warehouse_problem(spark: SparkSession, warehouse: str) -> str | None:
@@ -148,5 +113,5 @@ def warehouse_problem(spark: SparkSession, warehouse: str) -> str | None:
         finally:
             fs.close()
     except Py4JError as e:
-        return f"{name}: cannot use the warehouse: {_java_reason(e)}{hint}"
+        return f"{name}: cannot use the warehouse: {java_reason(e)}{hint}"
     return None

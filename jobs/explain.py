@@ -27,7 +27,8 @@ from filterlib.store.compression import DecompressError, compression_type, decom
 from filterlib.store.storedir import StoreDir
 from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
-from jobs.delta_io import check_dump_id, read_dump, table_path
+from jobs.delta_io import check_dump_id, table_path
+from jobs.runs import read_dump
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

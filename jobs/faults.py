@@ -102,9 +102,7 @@ def describe(e: BaseException, dump_id: str | None) -> tuple[str, int] | None:
         joined = " ".join(texts)
         why, fix = next(((say, fix) for key, say, fix in _DISK if key in joined), (None, "fix the cause"))
         if why is None:
-            from jobs.delta_io import _java_reason
-
-            why = _java_reason(table.__cause__ or table)
+            why = java_reason(table.__cause__ or table)
         return (f"{dump}: cannot write table {table.table} ({table.path}): {why}; {_WHOLE}: {fix}, then run "
                 f"again", EXIT_FAULT)
     return None
@@ -116,3 +114,20 @@ def _chain(e: BaseException | None) -> list[BaseException]:
         out.append(e)
         e = e.__cause__ or e.__context__
     return out
+
+
+_QUALIFIED = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z][A-Za-z0-9_$]*)")
+
+
+def java_reason(e: BaseException) -> str:
+    """A JVM exception in one short line: simple class names, whitespace collapsed, the causes' repeated
+    "Class: message" segments (the AWS SDK nests the same one several times) kept once."""
+    java = getattr(e, "java_exception", None)
+    text = " ".join((str(java.toString()) if java is not None else str(e)).split()) or type(e).__name__
+    text = _QUALIFIED.sub(r"\1", text)
+    seen: list[str] = []
+    for part in text.split(": "):
+        if part not in seen:
+            seen.append(part)
+    line = ": ".join(seen)
+    return line if len(line) <= 300 else line[:297] + "..."

@@ -27,8 +27,9 @@ from filterlib import tags as tagmod
 from filterlib import vocabulary as vocab
 from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main
-from jobs.delta_io import check_dump_id, read_dump, table_path
+from jobs.delta_io import check_dump_id, table_path
 from jobs.report_html import OUTCOMES, render
+from jobs.runs import read_dump
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -21,7 +21,8 @@ from filterlib import tables
 from filterlib import vocabulary as vocab
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
 from filterlib.store.commitlog import COMPRESSED_FLAG
-from jobs.delta_io import read_dump, table_path
+from jobs.delta_io import table_path
+from jobs.runs import read_dump
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -61,7 +62,7 @@ pull by a window instead, which stays linear on long queues."""
 
 
 def _read(spark: SparkSession, warehouse: str, table: str, dump_id: str | None) -> DataFrame:
-    """One dump's rows as its last complete run left them (`delta_io.read_dump`); every dump's, latest, for None."""
+    """One dump's rows as its last complete run left them (`runs.read_dump`); every dump's, latest, for None."""
     if dump_id is not None:
         return read_dump(spark, warehouse, table, dump_id)
     return spark.read.format("delta").load(table_path(warehouse, table))

@@ -242,9 +242,9 @@ class RunLock:
         try:
             return fn(*args)
         except Exception as e:  # OSError locally, Py4JJavaError through Hadoop
-            from jobs.delta_io import _java_reason
+            from jobs.faults import java_reason
 
-            why = e.strerror if isinstance(e, OSError) and e.strerror else _java_reason(e)
+            why = e.strerror if isinstance(e, OSError) and e.strerror else java_reason(e)
             raise MarkerError(f"cannot {what} the run marker {self.marker.shown}: {why}") from None
 
     def acquire(self, break_lock: bool = False) -> None:

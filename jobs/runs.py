@@ -3,7 +3,7 @@ it wrote; readers read a dump's tables at the versions of its last complete run.
 
 A run writes its tables one commit each, then appends its row here (`record_run`), last. A run killed at any point
 before that append leaves no row, so `pinned_version` still names the previous complete run's versions and
-`jobs.delta_io.read_dump` reads those (Delta time travel): the tables the killed run did commit hold its rows in
+`read_dump` reads those (Delta time travel): the tables the killed run did commit hold its rows in
 newer versions nobody reads until a complete run names them. The row is a blind append (another dump's run
 appending at the same time does not conflict). One run per dump at a time (jobs.runlock) means no commit of the
 dump's rows comes between a run's write of a table and the version it records (jobs.delta_io.last_version).
@@ -24,7 +24,7 @@ from jobs.delta_io import check_dump_id, last_version, table_path
 from jobs.schemas import table_ddl
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +95,19 @@ def pinned_version(spark: SparkSession, warehouse: str, table: str, dump_id: str
             _latest_note(warehouse, table, f"{table} is older than the version the last run of {dump_id!r} names")
         return None
     return version
+
+
+def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,
+              latest: bool = False) -> DataFrame:
+    """One dump's rows of a table as the dump's last complete run left it (the version that run
+    committed, so a run killed part-way is never seen); `version` reads that version instead, `latest` the newest
+    (a run reading what it has just written itself). A table no complete run names is read at its latest version."""
+    from pyspark.sql import functions as F
+
+    path = table_path(warehouse, table)
+    if version is None and not latest:
+        version = pinned_version(spark, warehouse, table, dump_id)
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(path).where(F.col("dump_id") == dump_id)

@@ -74,7 +74,7 @@ from jobs.cli import (
     run_main,
 )
 from jobs.delta_files import commit_dump, file_target
-from jobs.delta_io import read_dump, replace_dump, table_path
+from jobs.delta_io import replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.pull_tasks import (
     COUNT,
@@ -93,7 +93,7 @@ from jobs.pull_tasks import (
     replay_queues,
     what_if_changes,
 )
-from jobs.runs import JOB1_TABLES, record_run
+from jobs.runs import JOB1_TABLES, read_dump, record_run
 from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:

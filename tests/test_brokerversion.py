@@ -16,7 +16,7 @@ from filterlib import brokerversion
 from filterlib.brokerversion import BrokerVersion, detect
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues, simulate_pull
-from jobs.delta_io import read_dump
+from jobs.runs import read_dump
 
 pytestmark = [pytest.mark.reference]
 

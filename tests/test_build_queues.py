@@ -32,7 +32,8 @@ from filterlib.store.bodies import read_bodies
 from filterlib.store.properties import encode_properties
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues
-from jobs.delta_io import read_dump, table_path
+from jobs.delta_io import table_path
+from jobs.runs import read_dump
 
 pytestmark = [pytest.mark.reference, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent

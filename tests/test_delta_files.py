@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 from jobs.delta_files import DUMP_TAG, commit_dump, file_target, write_part
-from jobs.delta_io import STATS_PROPERTY, last_version, read_dump, replace_dump
+from jobs.delta_io import STATS_PROPERTY, last_version, replace_dump
 from jobs.faults import EXIT_BUSY, TableWriteError, describe
+from jobs.runs import read_dump
 
 SCHEMA = pa.schema([("dump_id", pa.string()), ("unit", pa.int64()), ("consumer_group", pa.string()),
                     ("detail", pa.string())])

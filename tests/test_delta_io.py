@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.delta_io import STATS_PROPERTY, read_dump, replace_dump
+from jobs.delta_io import STATS_PROPERTY, replace_dump
+from jobs.runs import read_dump
 
 
 def _rows(spark, dump_id: str, n: int):

@@ -38,8 +38,8 @@ from faultproxy import FaultProxy
 
 from filterlib.store import fs as sfs
 from jobs import build_queues
-from jobs.delta_io import read_dump
 from jobs.runlock import DumpBusy, Holder, RunLock, marker_path
+from jobs.runs import read_dump
 
 pytestmark = pytest.mark.spark
 

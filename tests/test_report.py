@@ -18,8 +18,8 @@ from browser.cdp import BrowserError, Chromium
 
 from filterlib import tags as tagmod
 from jobs import build_queues, report, row_forms, simulate_pull
-from jobs.delta_io import read_dump
 from jobs.report_html import OUTCOMES, render
+from jobs.runs import read_dump
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"

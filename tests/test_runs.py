@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from jobs import build_queues, report, simulate_pull
-from jobs.delta_io import last_version, read_dump, table_path
+from jobs.delta_io import last_version, table_path
+from jobs.runs import read_dump
 
 pytestmark = pytest.mark.spark
 

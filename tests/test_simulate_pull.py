@@ -22,7 +22,7 @@ from filterlib.errors import FilterEvaluationError
 from filterlib.store.compression import decompress_body
 from jobs import build_queues, explain, row_forms, simulate_pull
 from jobs.cli import InputError
-from jobs.delta_io import read_dump
+from jobs.runs import read_dump
 
 pytestmark = [pytest.mark.reference, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,7 +25,7 @@ from filterlib.brokerversion import recovery_rules
 from filterlib.store import commitlog as cl
 from filterlib.store.scan import ScanOptions, decode_file
 from jobs import build_queues
-from jobs.delta_io import read_dump
+from jobs.runs import read_dump
 
 pytestmark = pytest.mark.reference
 VERSIONS = list(refharness.VERSIONS)

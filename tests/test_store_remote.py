@@ -24,7 +24,7 @@ from filterlib.store.scan import RangeScan, ScanOptions, iter_ranges, merge_repo
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues, row_forms, simulate_pull
 from jobs.cli import dump_id_of
-from jobs.delta_io import read_dump
+from jobs.runs import read_dump
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"

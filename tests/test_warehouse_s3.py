@@ -25,7 +25,7 @@ import s3server
 from s3server import KEY_ID, REGION, SECRET, free_port, start_moto, stop, upload
 
 from jobs import build_queues, explain, report, row_forms, simulate_pull
-from jobs.delta_io import read_dump
+from jobs.runs import read_dump
 from jobs.spark import s3a_env_conf, s3a_jars
 
 pytestmark = pytest.mark.s3a

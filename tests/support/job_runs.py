@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from filterlib.store.bodies import read_bodies
 from filterlib.store.storedir import StoreDir
 from jobs import row_forms
-from jobs.delta_io import read_dump
+from jobs.runs import read_dump
 
 from .filters import HARNESS_OUTCOMES
 
