@@ -10,6 +10,7 @@ Semantics: facts §6 and ComparisonExpression.__compare.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 
 from filterlib.errors import FilterEvaluationError
@@ -359,14 +360,19 @@ def _ordering_special(node: ast.Compare, lk: str, rk: str, rc) -> Evaluator | No
     return None
 
 
-def _number_test(kind: str, op: str, const) -> Callable[[object], bool]:
-    """`x op const` for a property already converted to the constant's class: Integer/Long compareTo (a bound
-    comparison, no Python frame), or Double.compare against a finite non-zero constant, where only NaN needs care
-    (it sorts above everything)."""
-    bound = {"=": const.__eq__, ">": const.__lt__, ">=": const.__le__, "<": const.__gt__, "<=": const.__ge__}[op]
-    if kind == "D" and op in (">", ">="):
-        return lambda x: bound(x) or x != x
-    return bound
+def _gt_or_nan(x: float, c: float) -> bool:
+    return x > c or x != x
+
+
+def _ge_or_nan(x: float, c: float) -> bool:
+    return x >= c or x != x
+
+
+# `x op const` for a property already converted to the constant's class. Integer/Long compareTo orders as Python
+# does; so does Double.compare against the finite non-zero constants the parser lets through, but for NaN, which it
+# sorts above everything. The operator module's functions are C calls (no Python frame).
+_NUMBER_TESTS = {"=": operator.eq, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_DOUBLE_TESTS = {**_NUMBER_TESTS, ">": _gt_or_nan, ">=": _ge_or_nan}
 
 
 def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
@@ -377,7 +383,7 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
             return missing if v is None else v == const
         return prop_eq_string
     cache, conv = _converter(kind)
-    test = _number_test(kind, op, const)
+    test = (_DOUBLE_TESTS if kind == "D" else _NUMBER_TESTS)[op]
 
     def prop_vs_number(p):
         v = p.get(name)
@@ -389,7 +395,7 @@ def _prop_vs_const(name: str, op: str, kind: str, const, missing) -> Evaluator:
                 x = conv(v)
             except JavaNumberFormatError as e:
                 raise number_format_error(e) from None
-        return test(x)
+        return test(x, const)
     return prop_vs_number
 
 
