@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import namedtuple
 
 
 def _writable_cache_dir() -> str:
@@ -580,14 +581,315 @@ def props_pairs(b, a, n, pairs):
     return rp
 
 
-@njit(cache=True)
-def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab, delay_ms, want_body, avail,
-                 fixed_i64, fixed_i32, slow, body_off, body_data, topic_off, topic_data, host_off, host_data,
-                 msgid_off, msgid_data, map_off, key_off, key_data, val_off, val_data, spec_off, spec_valid,
-                 spec_data):
-    """Decode records from pos while they start before end into the caller's column buffers.
+# decode_batch's output buffers, passed as one argument (the Python side: scan._Columns.args()). Row r of a batch
+# is element r of slow and of each row of fixed_i64 / fixed_i32; a string column is an (offsets, data) pair, row r
+# being data[offsets[r]:offsets[r + 1]], and host_*, spec_* hold one such pair per row of the 2-D arrays.
+DecodeOut = namedtuple("DecodeOut", [
+    "fixed_i64",  # (7, rows): global offset, QUEUEOFFSET, PHYSICALOFFSET, BORNTIMESTAMP, STORETIMESTAMP,
+                  # PREPAREDTRANSACTIONOFFSET, tags code
+    "fixed_i32",  # (8, rows): TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG, SYSFLAG, RECONSUMETIMES, body length
+    "slow",  # 1 where Python must decode the row's strings (not valid UTF-8, or a non-ASCII DELAY)
+    "body_off", "body_data",
+    "topic_off", "topic_data",
+    "host_off", "host_data",  # row 0 BORNHOST, row 1 STOREHOST, as text
+    "msgid_off", "msgid_data",  # offsetMsgId
+    "map_off",  # properties: row r's pairs are [map_off[r], map_off[r + 1]) of the key and value columns
+    "key_off", "key_data", "val_off", "val_data",
+    "spec_off", "spec_valid", "spec_data",  # rows 0, 1, 2: the TAGS, KEYS, UNIQ_KEY values (spec_valid 0: none)
+])
 
-    A batch holds at most len(slow) rows and `avail` record bytes (a bigger first record still counts); every
+
+@njit(cache=True, inline="always")
+def _start_columns(out):
+    """Zero the first offset of every string column: each row appends at offsets[row] and sets offsets[row + 1]."""
+    out.body_off[0] = 0
+    out.topic_off[0] = 0
+    out.host_off[0, 0] = 0
+    out.host_off[1, 0] = 0
+    out.msgid_off[0] = 0
+    out.map_off[0] = 0
+    out.key_off[0] = 0
+    out.val_off[0] = 0
+    out.spec_off[0, 0] = 0
+    out.spec_off[1, 0] = 0
+    out.spec_off[2, 0] = 0
+
+
+@njit(cache=True, inline="always")
+def _check_at(b, pos, buf_off, file_base, at_eof, file_size, checks, tab):
+    """check_record for the record at pos, and with OFFSET_IN_FILE its PHYSICALOFFSET inside the file."""
+    st, total, sysflag, bo, bl, to, tl, po, pl = check_record(b, pos, at_eof, file_size - buf_off - pos, checks, tab)
+    if st == ST_OK and np.int64(checks) & OFFSET_IN_FILE and offset_outside(b, pos, file_base, file_size):
+        st = ST_OFFSET_OUTSIDE_FILE
+    return st, total, sysflag, bo, bl, to, tl, po, pl
+
+
+@njit(cache=True, inline="always")
+def _note_special(b, k, kl, vs, vl, tags, keys, delay, uniq):
+    """The value spans (start, length) of TAGS, KEYS, DELAY and UNIQ_KEY after the pair key b[k:k+kl], value (vs,
+    vl)."""
+    span = (np.int64(vs), np.int64(vl))
+    if kl == 4:
+        if _is_key(b, k, kl, 84, 65, 71, 83):
+            tags = span
+        elif _is_key(b, k, kl, 75, 69, 89, 83):
+            keys = span
+    elif kl == 5:
+        if _is_delay(b, k, kl):
+            delay = span
+    elif kl == 8:
+        if _is_uniq(b, k, kl):
+            uniq = span
+    return tags, keys, delay, uniq
+
+
+@njit(cache=True, inline="always")
+def _props_one_pass(b, a, n, key_off, key_data, val_off, val_data, npairs):
+    """Append the pairs of the properties region b[a:a+n] to the key/value columns from pair npairs on, in one pass
+    that finds 0x01/0x02, copies keys and values and ORs the bytes to spot non-ASCII.
+
+    Returns (npairs, dup, hi, tags, keys, delay, uniq): the pair count after the region; dup when a key repeats
+    (found through bloom bits of the region's keys; the pairs are then half written and the caller redoes the
+    region with _props_general); hi, the OR of the bytes; the special keys' value spans, (-1, 0) when absent.
+    """
+    tags = keys = delay = uniq = (np.int64(-1), np.int64(0))
+    np_row = npairs
+    lim = np.uint64(a + n)
+    ukq = np.uint64(key_off[npairs])
+    uvq = np.uint64(val_off[npairs])
+    hi = 0
+    seen = np.uint64(0)  # bloom bits of this region's keys: only a possible repeat is compared
+    dup = False
+    i = np.uint64(a)
+    while i < lim:
+        ks = i
+        kq_item = ukq
+        c = b[i]
+        while i < lim:
+            c = b[i]
+            if c == 1 or c == 2:
+                break
+            hi |= c
+            key_data[ukq] = c
+            ukq += _U1
+            i += _U1
+        if i == lim:
+            ukq = kq_item
+            break
+        if c == 2 or i == ks:
+            ukq = kq_item
+            while i < lim and b[i] != 2:
+                hi |= b[i]
+                i += _U1
+            i += _U1
+            continue
+        kl = np.int64(i - ks)
+        i += _U1
+        vs = i
+        while i < lim:
+            c = b[i]
+            if c == 2:
+                break
+            hi |= c
+            val_data[uvq] = c
+            uvq += _U1
+            i += _U1
+        vl = np.int64(i - vs)
+        i += _U1
+        if vl == 0:
+            ukq = kq_item
+            continue
+        ksi = np.int64(ks)
+        bit = np.uint64(1) << np.uint64((kl * 7 + b[ksi] + 3 * b[ksi + kl - 1]) & 63)
+        if seen & bit:
+            for k in range(np_row, npairs):
+                if key_off[k + 1] - key_off[k] == kl and _same2(key_data, np.int64(key_off[k]), b, ksi, kl):
+                    dup = True
+                    break
+            if dup:
+                break
+        seen |= bit
+        npairs += 1
+        key_off[npairs] = ukq
+        val_off[npairs] = uvq
+        tags, keys, delay, uniq = _note_special(b, ksi, kl, vs, vl, tags, keys, delay, uniq)
+    return npairs, dup, hi, tags, keys, delay, uniq
+
+
+@njit(cache=True, inline="always")
+def _props_general(b, a, n, pairs, key_off, key_data, val_off, val_data, npairs):
+    """Append the pairs props_pairs finds in b[a:a+n] (a repeated key's later value replacing the first in place)
+    to the key/value columns from pair npairs on. Returns (npairs, tags, keys, delay, uniq) as _props_one_pass."""
+    tags = keys = delay = uniq = (np.int64(-1), np.int64(0))
+    kq = np.int64(key_off[npairs])
+    vq = np.int64(val_off[npairs])
+    rp = props_pairs(b, a, n, pairs)
+    for k in range(rp):
+        ks = pairs[k, 0]
+        kl = pairs[k, 1]
+        vs = pairs[k, 2]
+        vl = pairs[k, 3]
+        kq = _copy(b, ks, kl, key_data, kq)
+        key_off[npairs + 1] = kq
+        vq = _copy(b, vs, vl, val_data, vq)
+        val_off[npairs + 1] = vq
+        npairs += 1
+        tags, keys, delay, uniq = _note_special(b, ks, kl, vs, vl, tags, keys, delay, uniq)
+    return npairs, tags, keys, delay, uniq
+
+
+@njit(cache=True, inline="always")
+def _gather_props(b, a, n, pairs, map_off, key_off, key_data, val_off, val_data, row):
+    """Row `row` of the properties column from the region b[a:a+n] (5.x parse rules).
+
+    Returns (slow, tags, keys, delay, uniq): slow when the region is not valid UTF-8 (Python decodes the row), and
+    the value spans (start, length) of TAGS, KEYS, DELAY and UNIQ_KEY, (-1, 0) when absent.
+    """
+    tags = keys = delay = uniq = (np.int64(-1), np.int64(0))
+    npairs = np.int64(map_off[row])
+    slow = False
+    if n > 0:
+        first = npairs
+        npairs, dup, hi, tags, keys, delay, uniq = _props_one_pass(b, a, n, key_off, key_data, val_off, val_data,
+                                                                   npairs)
+        if dup:  # a repeated key (rare): redo the row the general way
+            npairs, tags, keys, delay, uniq = _props_general(b, a, n, pairs, key_off, key_data, val_off, val_data,
+                                                             first)
+            slow = not all_ascii(b, a, n) and not utf8_valid(b, a, n)
+        elif hi >= 0x80:
+            slow = not utf8_valid(b, a, n)
+    map_off[row + 1] = npairs
+    return slow, tags, keys, delay, uniq
+
+
+@njit(cache=True, inline="always")
+def _copy_topic(b, p, n, topic_off, topic_data, row):
+    """Row `row` of the topic column from b[p:p+n]; True when it is not valid UTF-8 (copy and ASCII test in one
+    loop)."""
+    q = np.int64(topic_off[row])
+    hi = 0
+    for k in range(n):
+        c = b[p + k]
+        hi |= c
+        topic_data[q + k] = c
+    topic_off[row + 1] = q + n
+    return hi >= 0x80 and not utf8_valid(b, p, n)
+
+
+@njit(cache=True, inline="always")
+def _tags_code(b, pos, sysflag, topic_at, topic_len, tags, delay, props_slow, delay_ms):
+    """The tags code of the record at pos: String.hashCode of TAGS (0 without, or when the properties are not
+    valid UTF-8: Python computes it), or for a SCHEDULE_TOPIC_XXXX record with a DELAY level > 0 the delivery time,
+    STORETIMESTAMP + delay_ms[level] (the level capped at maxDelayLevel).
+
+    Returns (status, code, slow): ST_BAD_DELAY_LEVEL when DELAY is not an int; slow when it is not ASCII.
+    """
+    code = np.int64(0)
+    if tags[0] >= 0 and not props_slow:
+        code = java_hash_utf8(b, tags[0], tags[1])
+    if delay[0] >= 0 and is_schedule_topic(b, topic_at, topic_len):
+        ds, level = parse_java_int(b, delay[0], delay[1])
+        if ds == 1:
+            return ST_BAD_DELAY_LEVEL, code, False
+        if ds == 2:
+            return ST_OK, code, True
+        level = min(level, len(delay_ms) - 1)
+        if level > 0:
+            code = be64(b, pos + 56 + (12 if sysflag & 0x10 else 0)) + delay_ms[level]
+    return ST_OK, code, False
+
+
+@njit(cache=True, inline="always")
+def _copy_special(b, span, off, valid, data, row):
+    """Row `row` of a TAGS / KEYS / UNIQ_KEY column: the value at span (start, length), null when start < 0."""
+    q = np.int64(off[row])
+    if span[0] >= 0:
+        q = _copy(b, span[0], span[1], data, q)
+    valid[row] = span[0] >= 0
+    off[row + 1] = q
+
+
+@njit(cache=True, inline="always")
+def _store_host_at(sysflag):
+    """Where STOREHOSTADDRESS starts in a record: after BORNHOST (address + port, 8 bytes or IPv6 20) at 48 and
+    STORETIMESTAMP."""
+    return 76 if sysflag & 0x10 else 64
+
+
+@njit(cache=True, inline="always")
+def _fixed_fields(b, pos, offset, total, sysflag, body_len, tags_code, fixed_i64, fixed_i32, row):
+    """Row `row` of the fixed-width columns (DecodeOut.fixed_i64, fixed_i32) of the record at pos, global offset
+    `offset`."""
+    born_len = 20 if sysflag & 0x10 else 8
+    store_at = _store_host_at(sysflag)
+    store_len = 20 if sysflag & 0x20 else 8
+    fixed_i64[0, row] = offset
+    fixed_i64[1, row] = be64(b, pos + 20)
+    fixed_i64[2, row] = be64(b, pos + 28)
+    fixed_i64[3, row] = be64(b, pos + 40)
+    fixed_i64[4, row] = be64(b, pos + 48 + born_len)
+    fixed_i64[5, row] = be64(b, pos + store_at + store_len + 4)
+    fixed_i64[6, row] = tags_code
+    fixed_i32[0, row] = total
+    fixed_i32[1, row] = be32(b, pos + 4)
+    fixed_i32[2, row] = be32(b, pos + 8)
+    fixed_i32[3, row] = be32(b, pos + 12)
+    fixed_i32[4, row] = be32(b, pos + 16)
+    fixed_i32[5, row] = sysflag
+    fixed_i32[6, row] = be32(b, pos + store_at + store_len)
+    fixed_i32[7, row] = body_len
+
+
+@njit(cache=True, inline="always")
+def _host_text(b, p, v6, prev_p, prev_v6, off, data, row):
+    """Row `row` of a host column: the text of the address + port at p (write_host), copied from the previous row
+    when that row's address and port bytes (at prev_p) are the same, as the store host's nearly always are."""
+    q = np.int64(off[row])
+    if row > 0 and v6 == prev_v6 and _same2(b, prev_p, b, p, 20 if v6 else 8):
+        q = _copy(data, off[row - 1], off[row] - off[row - 1], data, q)
+    else:
+        q = write_host(b, p, v6, data, q)
+    off[row + 1] = q
+
+
+@njit(cache=True, inline="always")
+def _offset_msg_id(b, pos, store_at, store_len, off, data, row):
+    """Row `row` of the offsetMsgId column: hex of the store address (+ port) and PHYSICALOFFSET of the record at
+    pos; an IPv4-mapped IPv6 address is written as IPv4 but zero-padded to the 28-byte width."""
+    q = np.int64(off[row])
+    start = q
+    a = pos + store_at
+    width = store_len + 8
+    alen = store_len - 4
+    if store_len == 20:
+        mapped = b[a + 10] == 0xFF and b[a + 11] == 0xFF
+        for k in range(10):
+            if b[a + k] != 0:
+                mapped = False
+        if mapped:
+            a += 12
+            alen = 4
+    for k in range(alen + 4):
+        v = b[a + k]
+        data[q] = HEX[v >> 4]
+        data[q + 1] = HEX[v & 15]
+        q += 2
+    for k in range(8):
+        v = b[pos + 28 + k]
+        data[q] = HEX[v >> 4]
+        data[q + 1] = HEX[v & 15]
+        q += 2
+    while q - start < 2 * width:
+        data[q] = 48
+        q += 1
+    off[row + 1] = q
+
+
+@njit(cache=True)
+def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab, delay_ms, want_body, avail, out):
+    """Decode records from pos while they start before end into the caller's column buffers `out` (DecodeOut).
+
+    A batch holds at most len(out.slow) rows and `avail` record bytes (a bigger first record still counts); every
     string buffer holds `avail` bytes, host/msgid buffers 56 bytes a row, key/value offsets avail // 3 + rows + 1.
     Returns (status, stop_pos, rows). status: ST_RANGE_END (pos >= end), ST_BATCH_FULL, ST_BLANK / failure reason
     at stop_pos, ST_EOF (pos == file end) or ST_NEED_MORE (re-read from stop_pos). delay_ms[level] is the delay
@@ -595,38 +897,26 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab
     want_body: 0 copies no body, 1 every body, 2 only compressed ones (sysflag bit 0); fixed_i32[7] holds every
     row's body length either way.
     """
-    max_rows = len(slow)
-    pairs = np.empty((10930, 4), dtype=np.int64)
-    body_off[0] = 0
-    topic_off[0] = 0
-    host_off[0, 0] = 0
-    host_off[1, 0] = 0
-    msgid_off[0] = 0
-    map_off[0] = 0
-    key_off[0] = 0
-    val_off[0] = 0
-    spec_off[0, 0] = 0
-    spec_off[1, 0] = 0
-    spec_off[2, 0] = 0
-    bq = 0
-    tq = 0
-    hq0 = 0
-    hq1 = 0
-    mq = 0
-    npairs = 0
-    kq = 0
-    vq = 0
-    sq0 = 0
-    sq1 = 0
-    sq2 = 0
+    pairs = np.empty((10930, 4), dtype=np.int64)  # _props_general's scratch, room for any region's pairs
+    return _decode_rows(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab, delay_ms, want_body, avail,
+                        out, pairs)
+
+
+@njit(cache=True, _nrt=False)
+def _decode_rows(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab, delay_ms, want_body, avail, out,
+                 pairs):
+    """decode_batch's loop, one record a turn through the stages above.
+
+    Compiled without NRT (_nrt=False, as numba's own string helpers are): each array a stage takes would otherwise
+    be increfed and decrefed per row (atomic ops, more than doubling the time), and nothing here allocates, which
+    numba then refuses at compile time.
+    """
+    _start_columns(out)
     rows = 0
     consumed = np.int64(0)
     status = ST_RANGE_END
-    max_level = len(delay_ms) - 1
-    prev_pos = np.int64(0)
-    prev_sh = 0
-    prev_born_len = 0
-    prev_store_len = 0
+    prev_pos = np.int64(0)  # the previous row's position and SYSFLAG, for _host_text
+    prev_flags = 0
     while True:
         if pos >= end:
             status = ST_RANGE_END
@@ -634,13 +924,11 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab
         if buf_off + pos == file_size:
             status = ST_EOF
             break
-        if rows == max_rows:
+        if rows == len(out.slow):
             status = ST_BATCH_FULL
             break
-        st, total, sysflag, bo, bl, to, tl, po, pl = check_record(b, pos, at_eof, file_size - buf_off - pos,
-                                                                  checks, tab)
-        if st == ST_OK and np.int64(checks) & OFFSET_IN_FILE and offset_outside(b, pos, file_base, file_size):
-            st = ST_OFFSET_OUTSIDE_FILE
+        st, total, sysflag, bo, bl, to, tl, po, pl = _check_at(b, pos, buf_off, file_base, at_eof, file_size, checks,
+                                                               tab)
         if st != ST_OK:
             status = st
             break
@@ -648,233 +936,31 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab
             status = ST_BATCH_FULL
             break
         consumed += total
-        is_slow = False
-        np_row = npairs
-        tags_s = np.int64(-1)
-        tags_l = np.int64(0)
-        keys_s = np.int64(-1)
-        keys_l = np.int64(0)
-        uniq_s = np.int64(-1)
-        uniq_l = np.int64(0)
-        delay_s = np.int64(-1)
-        delay_l = np.int64(0)
-        if pl > 0:
-            # One pass: find 0x01/0x02, copy keys and values, OR the bytes to spot non-ASCII. A duplicate key
-            # (rare) rewinds the row and takes the general path.
-            a = pos + po
-            lim = np.uint64(a + pl)
-            kq_row = kq
-            vq_row = vq
-            ukq = np.uint64(kq)
-            uvq = np.uint64(vq)
-            hi = 0
-            seen = np.uint64(0)  # bloom bits of this row's keys: only a possible repeat is compared
-            dup = False
-            i = np.uint64(a)
-            while i < lim:
-                ks = i
-                kq_item = ukq
-                c = b[i]
-                while i < lim:
-                    c = b[i]
-                    if c == 1 or c == 2:
-                        break
-                    hi |= c
-                    key_data[ukq] = c
-                    ukq += _U1
-                    i += _U1
-                if i == lim:
-                    ukq = kq_item
-                    break
-                if c == 2 or i == ks:
-                    ukq = kq_item
-                    while i < lim and b[i] != 2:
-                        hi |= b[i]
-                        i += _U1
-                    i += _U1
-                    continue
-                kl = np.int64(i - ks)
-                i += _U1
-                vs = i
-                while i < lim:
-                    c = b[i]
-                    if c == 2:
-                        break
-                    hi |= c
-                    val_data[uvq] = c
-                    uvq += _U1
-                    i += _U1
-                vl = np.int64(i - vs)
-                i += _U1
-                if vl == 0:
-                    ukq = kq_item
-                    continue
-                ksi = np.int64(ks)
-                bit = np.uint64(1) << np.uint64((kl * 7 + b[ksi] + 3 * b[ksi + kl - 1]) & 63)
-                if seen & bit:
-                    for k in range(np_row, npairs):
-                        if key_off[k + 1] - key_off[k] == kl and _same2(key_data, np.int64(key_off[k]), b, ksi, kl):
-                            dup = True
-                            break
-                    if dup:
-                        break
-                seen |= bit
-                npairs += 1
-                key_off[npairs] = ukq
-                val_off[npairs] = uvq
-                if kl == 4:
-                    if _is_key(b, ksi, kl, 84, 65, 71, 83):
-                        tags_s = np.int64(vs)
-                        tags_l = vl
-                    elif _is_key(b, ksi, kl, 75, 69, 89, 83):
-                        keys_s = np.int64(vs)
-                        keys_l = vl
-                elif kl == 5:
-                    if _is_delay(b, ksi, kl):
-                        delay_s = np.int64(vs)
-                        delay_l = vl
-                elif kl == 8:
-                    if _is_uniq(b, ksi, kl):
-                        uniq_s = np.int64(vs)
-                        uniq_l = vl
-            kq = np.int64(ukq)
-            vq = np.int64(uvq)
-            if dup:
-                npairs = np_row
-                kq = kq_row
-                vq = vq_row
-                rp = props_pairs(b, a, pl, pairs)
-                for k in range(rp):
-                    ks = pairs[k, 0]
-                    kl = pairs[k, 1]
-                    vs = pairs[k, 2]
-                    vl = pairs[k, 3]
-                    kq = _copy(b, ks, kl, key_data, kq)
-                    key_off[npairs + 1] = kq
-                    vq = _copy(b, vs, vl, val_data, vq)
-                    val_off[npairs + 1] = vq
-                    npairs += 1
-                    if _is_key(b, ks, kl, 84, 65, 71, 83):
-                        tags_s = vs
-                        tags_l = vl
-                    elif _is_key(b, ks, kl, 75, 69, 89, 83):
-                        keys_s = vs
-                        keys_l = vl
-                    elif _is_delay(b, ks, kl):
-                        delay_s = vs
-                        delay_l = vl
-                    elif _is_uniq(b, ks, kl):
-                        uniq_s = vs
-                        uniq_l = vl
-                is_slow = not all_ascii(b, a, pl) and not utf8_valid(b, a, pl)
-            elif hi >= 0x80:
-                is_slow = not utf8_valid(b, a, pl)
-        map_off[rows + 1] = npairs
-        tags_code = np.int64(0)
-        if tags_s >= 0 and not is_slow:
-            tags_code = java_hash_utf8(b, tags_s, tags_l)
-        # topic: copy and spot non-ASCII in one loop
-        t0 = pos + to
-        thi = 0
-        for k in range(tl):
-            c = b[t0 + k]
-            thi |= c
-            topic_data[tq + k] = c
-        tq += tl
-        topic_off[rows + 1] = tq
-        if thi >= 0x80 and not utf8_valid(b, t0, tl):
-            is_slow = True
-        if delay_s >= 0 and is_schedule_topic(b, t0, tl):
-            ds, level = parse_java_int(b, delay_s, delay_l)
-            if ds == 1:
-                status = ST_BAD_DELAY_LEVEL
-                break
-            if ds == 2:
-                is_slow = True
-            else:
-                if level > max_level:
-                    level = max_level
-                if level > 0:
-                    tags_code = be64(b, pos + 56 + (12 if sysflag & 0x10 else 0)) + delay_ms[level]
-        if tags_s >= 0:
-            sq0 = _copy(b, tags_s, tags_l, spec_data[0], sq0)
-        if keys_s >= 0:
-            sq1 = _copy(b, keys_s, keys_l, spec_data[1], sq1)
-        if uniq_s >= 0:
-            sq2 = _copy(b, uniq_s, uniq_l, spec_data[2], sq2)
-        spec_valid[0, rows] = tags_s >= 0
-        spec_valid[1, rows] = keys_s >= 0
-        spec_valid[2, rows] = uniq_s >= 0
-        spec_off[0, rows + 1] = sq0
-        spec_off[1, rows + 1] = sq1
-        spec_off[2, rows + 1] = sq2
-        # fixed-width fields
-        born_len = 20 if sysflag & 0x10 else 8
-        sh = 56 + born_len
-        store_len = 20 if sysflag & 0x20 else 8
-        fixed_i64[0, rows] = file_base + buf_off + pos
-        fixed_i64[1, rows] = be64(b, pos + 20)
-        fixed_i64[2, rows] = be64(b, pos + 28)
-        fixed_i64[3, rows] = be64(b, pos + 40)
-        fixed_i64[4, rows] = be64(b, pos + 48 + born_len)
-        fixed_i64[5, rows] = be64(b, pos + sh + store_len + 4)
-        fixed_i64[6, rows] = tags_code
-        fixed_i32[0, rows] = total
-        fixed_i32[1, rows] = be32(b, pos + 4)
-        fixed_i32[2, rows] = be32(b, pos + 8)
-        fixed_i32[3, rows] = be32(b, pos + 12)
-        fixed_i32[4, rows] = be32(b, pos + 16)
-        fixed_i32[5, rows] = sysflag
-        fixed_i32[6, rows] = be32(b, pos + sh + store_len)
-        slow[rows] = 1 if is_slow else 0
-        fixed_i32[7, rows] = bl
+        slow, tags, keys, delay, uniq = _gather_props(b, pos + po, pl, pairs, out.map_off, out.key_off, out.key_data,
+                                                      out.val_off, out.val_data, rows)
+        topic_slow = _copy_topic(b, pos + to, tl, out.topic_off, out.topic_data, rows)
+        st, tags_code, delay_slow = _tags_code(b, pos, sysflag, pos + to, tl, tags, delay, slow, delay_ms)
+        if st != ST_OK:
+            status = st
+            break
+        _copy_special(b, tags, out.spec_off[0], out.spec_valid[0], out.spec_data[0], rows)
+        _copy_special(b, keys, out.spec_off[1], out.spec_valid[1], out.spec_data[1], rows)
+        _copy_special(b, uniq, out.spec_off[2], out.spec_valid[2], out.spec_data[2], rows)
+        _fixed_fields(b, pos, file_base + buf_off + pos, total, sysflag, bl, tags_code, out.fixed_i64, out.fixed_i32,
+                      rows)
+        out.slow[rows] = 1 if slow or topic_slow or delay_slow else 0
+        body_q = np.int64(out.body_off[rows])
         if want_body == 1 or (want_body == 2 and (sysflag & 1) != 0):
-            bq = _copy(b, pos + bo, bl, body_data, bq)
-        body_off[rows + 1] = bq
-        # host text: copy the previous row's when the address and port bytes repeat (the store host always does)
-        if rows > 0 and born_len == prev_born_len and _same2(b, prev_pos + 48, b, pos + 48, born_len):
-            hq0 = _copy(host_data[0], host_off[0, rows - 1], host_off[0, rows] - host_off[0, rows - 1],
-                        host_data[0], hq0)
-        else:
-            hq0 = write_host(b, pos + 48, sysflag & 0x10, host_data[0], hq0)
-        host_off[0, rows + 1] = hq0
-        if rows > 0 and store_len == prev_store_len and _same2(b, prev_pos + prev_sh, b, pos + sh, store_len):
-            hq1 = _copy(host_data[1], host_off[1, rows - 1], host_off[1, rows] - host_off[1, rows - 1],
-                        host_data[1], hq1)
-        else:
-            hq1 = write_host(b, pos + sh, sysflag & 0x20, host_data[1], hq1)
-        host_off[1, rows + 1] = hq1
+            body_q = _copy(b, pos + bo, bl, out.body_data, body_q)
+        out.body_off[rows + 1] = body_q
+        store_at = _store_host_at(sysflag)
+        _host_text(b, pos + 48, sysflag & 0x10, prev_pos + 48, prev_flags & 0x10, out.host_off[0], out.host_data[0],
+                   rows)
+        _host_text(b, pos + store_at, sysflag & 0x20, prev_pos + _store_host_at(prev_flags), prev_flags & 0x20,
+                   out.host_off[1], out.host_data[1], rows)
+        _offset_msg_id(b, pos, store_at, 20 if sysflag & 0x20 else 8, out.msgid_off, out.msgid_data, rows)
         prev_pos = pos
-        prev_sh = sh
-        prev_born_len = born_len
-        prev_store_len = store_len
-        # offsetMsgId: store address (+ port) + PHYSICALOFFSET; IPv4-mapped IPv6 keeps the 28-byte width
-        a = pos + sh
-        width = store_len + 8
-        alen = store_len - 4
-        if store_len == 20:
-            mapped = b[a + 10] == 0xFF and b[a + 11] == 0xFF
-            for k in range(10):
-                if b[a + k] != 0:
-                    mapped = False
-            if mapped:
-                a += 12
-                alen = 4
-        start_mq = mq
-        for k in range(alen + 4):
-            v = b[a + k]
-            msgid_data[mq] = HEX[v >> 4]
-            msgid_data[mq + 1] = HEX[v & 15]
-            mq += 2
-        for k in range(8):
-            v = b[pos + 28 + k]
-            msgid_data[mq] = HEX[v >> 4]
-            msgid_data[mq + 1] = HEX[v & 15]
-            mq += 2
-        while mq - start_mq < 2 * width:
-            msgid_data[mq] = 48
-            mq += 1
-        msgid_off[rows + 1] = mq
+        prev_flags = sysflag
         rows += 1
         pos += total
     return status, pos, rows

@@ -505,7 +505,7 @@ class RangeScan:
             avail = min(avail, max(o.batch_bytes, first))
             cols = _Columns.for_batch(o.batch_rows, avail, mode != 0)
             res = K.decode_batch(buf, rel, end - boff, boff, self.file_base, eof, fsize, o.checks, tab, delay,
-                                 mode, avail, *cols.args())
+                                 mode, avail, K.DecodeOut(*cols.args()))
             st, stop, rows = int(res[0]), int(res[1]), int(res[2])
             if rows:
                 batch = _build_batch(cols, rows, mode)
