@@ -12,24 +12,11 @@ import math
 
 import pytest
 import refharness
+from support.registry_replay import decode_value
 from support.sql92_cases import selector_cases
 
 from filterlib import sql92
 from filterlib.errors import FilterEvaluationError, FilterSyntaxError
-
-
-def _java_value(ev: dict):
-    """The Python value the Java result stands for."""
-    t, v = ev["type"], ev["value"]
-    if t == "null":
-        return None
-    if t == "Boolean":
-        return v
-    if t in ("Integer", "Long"):
-        return int(v)
-    if t in ("Double", "Float"):
-        return float(v)
-    return v
 
 
 def _same(a, b) -> bool:
@@ -90,7 +77,7 @@ def _disagreements(cases: list[dict], results: list[dict]) -> tuple[list[str], i
             elif ours_exc is not None:
                 problems.append(f"eval {text!r} {props!r}: java {ev['type']} {ev['value']!r}, ours throws "
                                 f"{ours_exc.java_class}: {ours_exc}")
-            elif not _same(ours, _java_value(ev)):
+            elif not _same(ours, decode_value(ev)):
                 problems.append(f"eval {text!r} {props!r}: java {ev['type']} {ev['value']!r}, ours {ours!r}")
             if expr.matches(props) != ev["match"]:
                 problems.append(f"match {text!r} {props!r}: java {ev['match']}, ours {expr.matches(props)}")
