@@ -43,13 +43,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from jobs.delta_io import STATS_PROPERTY, check_dump_id, table_path
+from jobs.delta_io import DUMP_TAG, STATS_PROPERTY, check_dump_id, holds_dump, retrying, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 STRING_PREFIX = 32  # Delta's dataSkippingStringPrefixLength: a longer string keeps a 32-character min and max bound
-DUMP_TAG = "dump_id"
 
 
 @dataclass(frozen=True)
@@ -291,22 +290,6 @@ def _add_action(d: dict, dump_id: str) -> str:
                                "stats": d["stats"], "tags": {DUMP_TAG: dump_id}}})
 
 
-def _holds_dump(add: dict, dump_id: str) -> bool | None:
-    """Whether a table file holds dump_id's rows by its tag or exact statistics; None when they cannot tell."""
-    tags = add.get("tags") or {}
-    if DUMP_TAG in tags:
-        return tags[DUMP_TAG] == dump_id
-    stats = json.loads(add["stats"]) if add.get("stats") else {}
-    lo, hi = (stats.get("minValues") or {}).get("dump_id"), (stats.get("maxValues") or {}).get("dump_id")
-    if stats.get("numRecords") == 0:
-        return False
-    if lo is not None and (dump_id < lo or (hi is not None and dump_id > hi)):
-        return False
-    if lo is not None and lo == hi and (stats.get("nullCount") or {}).get("dump_id", 0) == 0:
-        return lo == dump_id
-    return None
-
-
 def _scan_dump_ids(spark: SparkSession, path: str, version: int, names: set[str]) -> dict[str, set[str]]:
     """The dump ids each of the named files holds (file name -> ids), read from their dump_id column."""
     from pyspark.sql import functions as F
@@ -342,11 +325,11 @@ def _files_to_remove(spark: SparkSession, txn: Any, path: str, dump_id: str) -> 
         candidates = txn.filterFiles()
     files = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(candidates))
     judged = [(f, json.loads(f.json())["add"]) for f in files]
-    unknown = {unquote(posixpath.basename(a["path"])): a for f, a in judged if _holds_dump(a, dump_id) is None}
+    unknown = {unquote(posixpath.basename(a["path"])): a for f, a in judged if holds_dump(a, dump_id) is None}
     found = _scan_dump_ids(spark, path, version, set(unknown)) if unknown else {}
     out = []
     for f, a in judged:
-        verdict = _holds_dump(a, dump_id)
+        verdict = holds_dump(a, dump_id)
         if verdict is None:
             ids = found.get(unquote(posixpath.basename(a["path"])), set())
             if dump_id in ids and len(ids) > 1:
@@ -407,13 +390,15 @@ def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, f
                 schema: pa.Schema, stats_columns: Sequence[str] = ()) -> int:
     """On the driver: ONE Delta commit that removes every file holding dump_id's rows and adds `files`; creates the
     table when missing (schema from the Arrow schema via jobs.schemas / filterlib.tables); merges a newer schema as
-    replace_dump does (mergeSchema semantics); returns the committed version. Failures raise jobs.faults.
-    TableWriteError like replace_dump."""
+    replace_dump does (mergeSchema semantics); returns the committed version. A commit that loses only to other
+    dumps' commits is made again (`delta_io.retrying`). Failures raise jobs.faults.TableWriteError like
+    replace_dump."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
     files = [d for d in files if d is not None]
     try:
-        return _commit(spark, path, table, dump_id, files, schema, stats_columns)
+        return retrying(spark, path, table, dump_id,
+                        lambda _since: _commit(spark, path, table, dump_id, files, schema, stats_columns))
     except Exception as e:  # Py4JJavaError, ValueError: the cause stays chained
         from jobs.faults import TableWriteError
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import posixpath
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import unquote
 
 from filterlib.store import fs as sfs
 from jobs.faults import TableWriteError, java_reason
@@ -13,6 +17,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DUMP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,199}$")
+DUMP_TAG = "dump_id"
+"""The tag each file commit_dump adds carries: the dump its rows belong to."""
+COMMIT_ATTEMPTS = 4
+"""Tries of a dump's commit that loses only to other dumps' commits (`retrying`)."""
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def table_path(warehouse: str, table: str) -> str:
@@ -43,12 +53,95 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     table and dump, its cause chained."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
-    try:
-        _replace(df, path, dump_id, stats_columns)
-    except Exception as e:  # Py4JJavaError, a captured SQL or Python exception: the cause stays chained
+    spark = df.sparkSession
 
+    def write(_since: int) -> None:
+        _replace(df, path, dump_id, stats_columns)
+
+    try:
+        retrying(spark, path, table, dump_id, write)
+    except Exception as e:  # Py4JJavaError, a captured SQL or Python exception: the cause stays chained
         raise TableWriteError(table, path, dump_id) from e
     return path
+
+
+def holds_dump(add: dict, dump_id: str) -> bool | None:
+    """Whether a table file (its add action) holds dump_id's rows by its tag or exact statistics; None when they
+    cannot tell."""
+    tags = add.get("tags") or {}
+    if DUMP_TAG in tags:
+        return tags[DUMP_TAG] == dump_id
+    stats = json.loads(add["stats"]) if add.get("stats") else {}
+    lo, hi = (stats.get("minValues") or {}).get("dump_id"), (stats.get("maxValues") or {}).get("dump_id")
+    if stats.get("numRecords") == 0:
+        return False
+    if lo is not None and (dump_id < lo or (hi is not None and dump_id > hi)):
+        return False
+    if lo is not None and lo == hi and (stats.get("nullCount") or {}).get("dump_id", 0) == 0:
+        return lo == dump_id
+    return None
+
+
+_CONFLICTS = ("DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_READ", "ConcurrentAppendException",
+              "ConcurrentDeleteReadException")
+_PREDICATE_DUMP = re.compile(r"dump_id\W+=\W+'([^'\\]*)'")
+
+
+def is_conflict(e: BaseException) -> bool:
+    """Whether Delta refused a commit because another writer's came first: files added, or files this one read
+    removed (the two conflicts a commit of another dump's rows causes in a table that is not partitioned)."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if any(c in str(seen) for c in _CONFLICTS):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def others_only(spark: SparkSession, path: str, since: int, dump_id: str) -> bool:
+    """Whether every commit after version `since` replaced other dumps' rows only: its commitInfo's predicate
+    names dump ids and not this one, every file it adds holds another dump's rows (tags or statistics), no file it
+    removes is tagged with this dump, and it changes neither the schema nor the protocol. A commit of dump_id
+    that lost to such commits only can be made again on the new snapshot."""
+    latest = last_version(spark, path)
+    if since < 0 or latest <= since:
+        return False
+    logs = [f"{path}/_delta_log/{v:020d}.json" for v in range(since + 1, latest + 1)]
+    commits: dict[str, list[dict]] = {}
+    for r in spark.read.text(logs).selectExpr("input_file_name() AS f", "value").collect():
+        commits.setdefault(posixpath.basename(unquote(r.f)), []).append(json.loads(r.value))
+    if len(commits) != len(logs):
+        return False
+    for actions in commits.values():
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        named = set(_PREDICATE_DUMP.findall(json.dumps((info.get("operationParameters") or {}).get("predicate"))))
+        if not named or dump_id in named:
+            return False
+        for a in actions:
+            if "metaData" in a or "protocol" in a:
+                return False
+            if "add" in a and holds_dump(a["add"], dump_id) is not False:
+                return False
+            if "remove" in a and ((a["remove"].get("tags") or {}).get(DUMP_TAG) == dump_id):
+                return False
+    return True
+
+
+def retrying(spark: SparkSession, path: str, table: str, dump_id: str, write: Callable[[int], T]) -> T:
+    """`write(since)` (since: the table's version before it), made again, up to COMMIT_ATTEMPTS times in all, when
+    Delta refuses its commit only because runs of other dumps committed to the table meanwhile (`others_only`):
+    the tables are not partitioned, and Delta counts any concurrent append as a conflict. A conflict with a
+    commit that touched this dump's rows, or any other failure, is raised at once."""
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        since = last_version(spark, path)
+        try:
+            return write(since)
+        except Exception as e:
+            if attempt == COMMIT_ATTEMPTS or not is_conflict(e) or not others_only(spark, path, since, dump_id):
+                raise
+            log.warning("%s: another dump's run committed first; committing dump %s again (try %d of %d)",
+                        table, dump_id, attempt + 1, COMMIT_ATTEMPTS)
+    raise AssertionError("unreachable")
 
 
 def _replace(df: DataFrame, path: str, dump_id: str, stats_columns: Sequence[str]) -> None:

@@ -188,15 +188,11 @@ def test_files_for_another_dump_are_refused(spark, tmp_path):
         file_target(spark, "gs://bucket/wh", "t", "a")
 
 
-@pytest.mark.parametrize("other", ["b", "a"])
-def test_a_concurrent_commit_is_a_conflict_and_writes_nothing(spark, tmp_path, monkeypatch, other):
-    """Another writer commits between this commit's read and its write: Delta's conflict check refuses ours
-    (TableWriteError, exit 3 in a job), the other writer's version stays. Delta checks added files against the
-    read predicate per partition only and the tables are not partitioned, so a concurrent commit of another dump
-    conflicts too, as it does for replaceWhere."""
+def _race(spark, monkeypatch, wh: str, other: str):
+    """Dumps a and b committed; then a's next commit with another writer's commit of `other` landing between its
+    read and its write (once). Returns a's new file."""
     import jobs.delta_files as delta_files
 
-    wh = str(tmp_path)
     for d in ("a", "b"):
         commit_dump(spark, wh, "t", d, [write_part(file_target(spark, wh, "t", d), _arrow(_rows(d, 3)), SCHEMA,
                                                    STATS)], SCHEMA, STATS)
@@ -210,16 +206,34 @@ def test_a_concurrent_commit_is_a_conflict_and_writes_nothing(spark, tmp_path, m
         return found
 
     monkeypatch.setattr(delta_files, "_files_to_remove", meanwhile)
-    ours = write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 2, 900)), SCHEMA, STATS)
+    return write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 2, 900)), SCHEMA, STATS)
+
+
+def test_a_concurrent_commit_of_the_same_dump_is_a_conflict_and_writes_nothing(spark, tmp_path, monkeypatch):
+    """Another writer commits this dump's rows between this commit's read and its write: Delta's conflict check
+    refuses ours (TableWriteError, exit 3 in a job), and it is not made again: the other writer's version stays."""
+    wh = str(tmp_path)
+    ours = _race(spark, monkeypatch, wh, "a")
     with pytest.raises(TableWriteError) as e:
         commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS)
     assert "DELTA_CONCURRENT_APPEND" in str(e.value.__cause__)
     said = describe(e.value, "a")
     assert said is not None and said[1] == EXIT_BUSY and "another writer committed to table t" in said[0], said
     assert last_version(spark, str(tmp_path / "t")) == 2
-    assert _sorted(spark, wh, "t", other) == _rows(other, 5, 500)
-    assert _sorted(spark, wh, "t", "a" if other == "b" else "b") == _rows("a" if other == "b" else "b", 3)
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 5, 500)
+    assert _sorted(spark, wh, "t", "b") == _rows("b", 3)
     # and once the other writer is done, the same commit goes through
-    monkeypatch.setattr(delta_files, "_files_to_remove", real)
     assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
     assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
+
+
+def test_a_commit_that_loses_only_to_another_dumps_commit_is_made_again(spark, tmp_path, monkeypatch):
+    """The tables are not partitioned, so Delta refuses a commit of dump a when a run of dump b committed
+    meanwhile; that commit replaced only b's rows (its predicate, its files' tags), so a's commit is made again on
+    the new snapshot: both runs' rows are there, each dump's once."""
+    wh = str(tmp_path)
+    ours = _race(spark, monkeypatch, wh, "b")
+    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
+    assert [a for a in _log(tmp_path / "t", 2) if "commitInfo" in a]  # b's commit came first, at version 2
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
+    assert _sorted(spark, wh, "t", "b") == _rows("b", 5, 500)

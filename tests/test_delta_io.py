@@ -64,3 +64,42 @@ def test_a_table_from_an_older_release_takes_new_columns_and_keeps_dropped_ones(
     replace_dump(_rows(spark, "b", 2).drop("detail"), wh, "t", "b")
     assert [r.detail for r in read_dump(spark, wh, "t", "b").collect()] == [None, None]
     assert read_dump(spark, wh, "t", "a").where("detail is not null").count() == 4
+
+
+def test_a_write_that_loses_only_to_another_dumps_run_is_made_again(spark, tmp_path):
+    """Two runs of different dumps writing one table at the same moment: dump b's run commits while dump a's write
+    is under way (its files begin to appear; a Python UDF keeps the write going for seconds), Delta refuses a's
+    commit as a concurrent append, and replace_dump writes a again on the new snapshot: both dumps' rows, once."""
+    import threading
+    import time
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    wh, table = str(tmp_path), tmp_path / "t"
+    replace_dump(_rows(spark, "a", 4), wh, "t", "a")
+    replace_dump(_rows(spark, "b", 4), wh, "t", "b")
+    before = {p.name for p in table.glob("*.parquet")}
+
+    @F.udf(LongType())
+    def slowly(unit):
+        time.sleep(1.0)
+        return unit
+
+    ours = _rows(spark, "a", 8).coalesce(1).withColumn("unit", slowly("unit"))
+    done: dict = {}
+    writer = threading.Thread(target=lambda: done.setdefault("path", replace_dump(ours, wh, "t", "a")))
+    writer.start()
+    deadline = time.monotonic() + 120
+    while not {p.name for p in table.glob("*.parquet")} - before:
+        assert writer.is_alive() and time.monotonic() < deadline
+        time.sleep(0.05)
+    replace_dump(_rows(spark, "b", 2), wh, "t", "b")  # commits while a's write runs
+    writer.join(300)
+    assert done.get("path") == str(table)
+    commits = [[json.loads(line) for line in p.read_text().splitlines()]
+               for p in sorted((table / "_delta_log").glob("*.json"))]
+    assert len(commits) == 4  # a, b, b's second run, then a's write made again
+    assert "dump_id = 'b'" in json.dumps(commits[2]) and "dump_id = 'a'" in json.dumps(commits[3])
+    assert sorted(r.unit for r in read_dump(spark, wh, "t", "a").collect()) == list(range(8))
+    assert sorted(r.unit for r in read_dump(spark, wh, "t", "b").collect()) == [0, 1]
