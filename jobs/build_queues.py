@@ -57,6 +57,7 @@ from jobs.cli import (
     read_subscriptions,
     resolve_version,
     run_main,
+    writable_dir,
 )
 from jobs.decode_tasks import (
     DECODED_SCHEMA,
@@ -363,12 +364,7 @@ def _check_export_dir(path: str, store_root: str) -> str:
     if target == root or any(target == os.path.join(root, sub) or target.startswith(os.path.join(root, sub) + os.sep)
                              for sub in ("consumequeue", "consumequeue_ext", "commitlog")):
         raise InputError(f"{path}: --export-cq must not write into the dump itself ({store_root})")
-    try:
-        os.makedirs(target, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"{path}: cannot create the export directory ({e.strerror or e})") from None
-    if not os.access(target, os.W_OK):
-        raise InputError(f"{path}: the export directory is not writable")
+    writable_dir(target, "the export directory", path)
     return target
 
 

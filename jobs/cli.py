@@ -104,6 +104,18 @@ def check_file(path: str | None, what: str) -> None:
         raise InputError(f"{path}: {what} is not readable")
 
 
+def writable_dir(path: str, what: str, shown: str | None = None) -> None:
+    """Create the directory `path` if missing and check it is writable; otherwise InputError naming it (as the user
+    gave it: `shown`) and `what` it is for, before any Spark work."""
+    shown = shown or path
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{shown}: cannot create {what} ({e.strerror or e})") from None
+    if not os.access(path, os.W_OK):
+        raise InputError(f"{shown}: {what} is not writable")
+
+
 def job_logger(prog: str) -> logging.Logger:
     """The job's logger: one timestamped line per stage on stderr."""
     log = logging.getLogger(prog)

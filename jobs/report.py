@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 from filterlib import tags as tagmod
 from filterlib import vocabulary as vocab
 from jobs import row_forms
-from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main
+from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main, writable_dir
 from jobs.delta_io import check_dump_id, table_path
 from jobs.report_html import OUTCOMES, render
 from jobs.runs import read_dump
@@ -133,13 +133,7 @@ def validate(args: argparse.Namespace) -> Inputs:
     out = os.path.abspath(out)
     if os.path.isdir(out):
         raise InputError(f"{out}: --out is a directory; give the file to write")
-    parent = os.path.dirname(out)
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"{parent}: cannot create the report's directory ({e.strerror or e})") from None
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"{parent}: not writable")
+    writable_dir(os.path.dirname(out), "the report's directory")
     return Inputs(args.warehouse, dump_id, out, args.top, defaults)
 
 
