@@ -398,7 +398,7 @@ def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, f
     files = [d for d in files if d is not None]
     try:
         return retrying(spark, path, table, dump_id,
-                        lambda _since: _commit(spark, path, table, dump_id, files, schema, stats_columns))
+                        lambda: _commit(spark, path, table, dump_id, files, schema, stats_columns))
     except Exception as e:  # Py4JJavaError, ValueError: the cause stays chained
         from jobs.faults import TableWriteError
 

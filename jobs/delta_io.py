@@ -53,13 +53,8 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     table and dump, its cause chained."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
-    spark = df.sparkSession
-
-    def write(_since: int) -> None:
-        _replace(df, path, dump_id, stats_columns)
-
     try:
-        retrying(spark, path, table, dump_id, write)
+        retrying(df.sparkSession, path, table, dump_id, lambda: _replace(df, path, dump_id, stats_columns))
     except Exception as e:  # Py4JJavaError, a captured SQL or Python exception: the cause stays chained
         raise TableWriteError(table, path, dump_id) from e
     return path
@@ -127,15 +122,15 @@ def others_only(spark: SparkSession, path: str, since: int, dump_id: str) -> boo
     return True
 
 
-def retrying(spark: SparkSession, path: str, table: str, dump_id: str, write: Callable[[int], T]) -> T:
-    """`write(since)` (since: the table's version before it), made again, up to COMMIT_ATTEMPTS times in all, when
-    Delta refuses its commit only because runs of other dumps committed to the table meanwhile (`others_only`):
+def retrying(spark: SparkSession, path: str, table: str, dump_id: str, write: Callable[[], T]) -> T:
+    """`write()`, made again, up to COMMIT_ATTEMPTS times in all, when Delta refuses its commit only because runs
+    of other dumps committed to the table since the version it started from (`others_only`):
     the tables are not partitioned, and Delta counts any concurrent append as a conflict. A conflict with a
     commit that touched this dump's rows, or any other failure, is raised at once."""
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         since = last_version(spark, path)
         try:
-            return write(since)
+            return write()
         except Exception as e:
             if attempt == COMMIT_ATTEMPTS or not is_conflict(e) or not others_only(spark, path, since, dump_id):
                 raise
