@@ -1,7 +1,8 @@
 """Driver for the Java reference harness (tests/reference): build once, run a mode, cache the output.
 
-The harness runs the published Apache RocketMQ jars of one release (`VERSIONS`: 5.3.3 by default, 5.5.1 through
-the pom's profile); its JSON protocol is in tests/reference/PROTOCOL.md. Outputs are cached under
+The harness runs the published Apache RocketMQ jars of one release (`VERSIONS`: 5.3.3 by default, 5.5.1 and 4.9.7
+through the pom's profiles; 4.9.7 compiles the 4.9 source line, see PROTOCOL.md "RocketMQ 4.9.7"); its JSON
+protocol is in tests/reference/PROTOCOL.md. Outputs are cached under
 .cache/refharness/<key>/ where key hashes the release, the mode, the input and the harness sources, so a test suite
 re-run costs nothing and a harness change invalidates every cached answer.
 """
@@ -22,8 +23,18 @@ REF_DIR = ROOT / "tests" / "reference"
 CACHE_DIR = Path(os.environ.get("RMQREF_CACHE", ROOT / ".cache" / "refharness"))
 DEFAULT_VERSION = "5.3.3"
 # release -> (Maven profile, build directory under tests/reference)
-VERSIONS = {"5.3.3": (None, "target"), "5.5.1": ("rocketmq-5.5.1", "target-5.5.1")}
+VERSIONS = {"5.3.3": (None, "target"), "5.5.1": ("rocketmq-5.5.1", "target-5.5.1"),
+            "4.9.7": ("rocketmq-4.9.7", "target-4.9.7")}
 JAVA_OPTS = ["-Xmx1g", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=false", "-Duser.home=/tmp/rmqref-home"]
+# release -> extra JVM options. 4.9.7 on Java 17: its MappedFile.clean reaches DirectByteBuffer.attachment() /
+# cleaner() by reflection (without the opens, DefaultMessageStore.shutdown() throws InaccessibleObjectException and
+# the run fails); sun.security.x509 is what netty 4.1.65's self-signed certificate (4.9's TLS set-up) needs, not
+# reached by the harness's dormant controller, passed so a 4.9 broker can start and stop whole.
+EXTRA_JAVA_OPTS = {
+    "4.9.7": ["--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+              "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+              "--add-exports", "java.base/sun.security.x509=ALL-UNNAMED"],
+}
 
 
 class HarnessError(RuntimeError):
@@ -63,7 +74,7 @@ def build(version: str = DEFAULT_VERSION) -> list[str]:
                 raise HarnessError(f"harness build failed ({' '.join(cmd)}):\n{proc.stdout}\n{proc.stderr}")
             stamp.write_text(digest)
     classpath = f"{target / 'classes'}:{cp_file.read_text().strip()}"
-    return ["java", *JAVA_OPTS, "-cp", classpath, "rmqref.Main"]
+    return ["java", *JAVA_OPTS, *EXTRA_JAVA_OPTS.get(version, []), "-cp", classpath, "rmqref.Main"]
 
 
 def _key(mode: str, payload: Any, version: str) -> str:

@@ -4,7 +4,6 @@ import com.alibaba.fastjson2.JSON;
 import com.alibaba.fastjson2.JSONArray;
 import com.alibaba.fastjson2.JSONObject;
 import com.alibaba.fastjson2.JSONWriter;
-import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,23 +16,21 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import org.apache.rocketmq.broker.filter.ConsumerFilterData;
-import org.apache.rocketmq.broker.processor.EndTransactionProcessor;
 import org.apache.rocketmq.broker.transaction.queue.TransactionalMessageBridge;
 import org.apache.rocketmq.broker.transaction.queue.TransactionalMessageUtil;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.TopicFilterType;
-import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
-import org.apache.rocketmq.common.message.MessageExtBrokerInner;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
-import org.apache.rocketmq.remoting.protocol.heartbeat.SubscriptionData;
-import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.store.PutMessageResult;
 
-/** `store` mode: a scenario → a real 5.3.3 store dir, its listing, the write report and (optionally) the pull replay. */
+/**
+ * `store` mode: a scenario → a real store dir written by the release's own broker classes (StoreBroker), its
+ * listing, the write report and (optionally) the pull replay.
+ */
 final class StoreMode {
     private final JSONObject scenario;
     private final Path outDir;
@@ -117,7 +114,7 @@ final class StoreMode {
                 for (String k : attrs.keySet()) {
                     m.put(k, attrs.getString(k));
                 }
-                tc.setAttributes(m);
+                b.setTopicAttributes(tc, m);
             }
             b.controller.getTopicConfigManager().updateTopicConfig(tc);
         }
@@ -198,19 +195,15 @@ final class StoreMode {
         Thread.sleep(2);
         String group = e.getString("group");
         groups.add(group);
-        List<SubscriptionData> subList = new ArrayList<>();
+        List<Subscription> subList = new ArrayList<>();
         JSONArray subs = e.getJSONArray("subscriptions");
         for (int i = 0; subs != null && i < subs.size(); i++) {
             JSONObject s = subs.getJSONObject(i);
-            SubscriptionData sd = new SubscriptionData();
-            sd.setTopic(s.getString("topic"));
-            sd.setSubString(s.getString("expression"));
-            sd.setExpressionType(StoreBroker.str(s, "type", "SQL92"));
-            sd.setSubVersion(s.getLongValue("subVersion", 1L));
-            subList.add(sd);
+            subList.add(Subscription.of(s.getString("topic"), s.getString("expression"),
+                StoreBroker.str(s, "type", "SQL92"), s.getLongValue("subVersion", 1L)));
         }
         long before = System.currentTimeMillis();
-        b.filters().register(group, subList);
+        Subscription.register(b.filters(), group, subList);
         long after = System.currentTimeMillis();
         JSONObject row = new JSONObject();
         row.put("eventIndex", index);
@@ -305,19 +298,19 @@ final class StoreMode {
             tc = ensureTopic(topic, 4);
         }
         boolean prepared = "prepared".equals(m.getString("tx"));
-        MessageExtBrokerInner inner = StoreMessages.build(m, id, topic, b, tc.getTopicFilterType(), prepared);
+        MessageExt inner = StoreMessages.build(m, id, topic, b, tc.getTopicFilterType(), prepared);
         PutMessageResult r;
         if (prepared && "broker5".equals(txMode)) {
-            r = bridge.putHalfMessage(inner);
+            r = b.putHalfMessage(bridge, inner);
         } else {
-            r = b.store.putMessage(inner);
+            r = b.putMessage(inner);
         }
         JSONObject row = putRow(id, index, r, inner);
         messages.add(row);
         putRows.put(id, row);
     }
 
-    private JSONObject putRow(String id, int index, PutMessageResult r, MessageExtBrokerInner inner) {
+    private JSONObject putRow(String id, int index, PutMessageResult r, MessageExt inner) {
         JSONObject row = new JSONObject();
         row.put("id", id);
         row.put("eventIndex", index);
@@ -354,32 +347,28 @@ final class StoreMode {
         if ("store".equals(txMode)) {
             JSONObject m = messageEvents.get(ref);
             String topic = half.getString("topic");
-            MessageExtBrokerInner inner = StoreMessages.build(m, ref, topic, b,
+            MessageExt inner = StoreMessages.build(m, ref, topic, b,
                 ensureTopic(topic, 4).getTopicFilterType(), true);
             int value = "commit".equals(kind) ? MessageSysFlag.TRANSACTION_COMMIT_TYPE
                 : MessageSysFlag.TRANSACTION_ROLLBACK_TYPE;
             inner.setSysFlag(MessageSysFlag.resetTransactionValue(inner.getSysFlag(), value));
             inner.setPreparedTransactionOffset(halfOffset);
-            records.add(putRow(ref + ":" + kind, index, b.store.putMessage(inner), inner));
+            records.add(putRow(ref + ":" + kind, index, b.putMessage(inner), inner));
             return;
         }
         b.waitDispatch();
         MessageExt halfMsg = b.store.lookMessageByOffset(halfOffset);
         if ("commit".equals(kind)) {
-            Method end = EndTransactionProcessor.class.getDeclaredMethod("endMessageTransaction", MessageExt.class);
-            end.setAccessible(true);
-            MessageExtBrokerInner inner = (MessageExtBrokerInner) end.invoke(b.controller.getEndTransactionProcessor(), halfMsg);
+            MessageExt inner = b.endMessageTransaction(halfMsg);
             inner.setSysFlag(MessageSysFlag.resetTransactionValue(inner.getSysFlag(), MessageSysFlag.TRANSACTION_COMMIT_TYPE));
             inner.setQueueOffset(halfQueueOffset);
             inner.setPreparedTransactionOffset(halfOffset);
             inner.setStoreTimestamp(halfMsg.getStoreTimestamp());
             MessageAccessor.clearProperty(inner, MessageConst.PROPERTY_TRANSACTION_PREPARED);
-            records.add(putRow(ref + ":commit", index, b.store.putMessage(inner), inner));
+            records.add(putRow(ref + ":commit", index, b.putMessage(inner), inner));
         }
         long before = b.store.getMaxPhyOffset();
-        Message op = new Message(TransactionalMessageUtil.buildOpTopic(), TransactionalMessageUtil.REMOVE_TAG,
-            (halfQueueOffset + TransactionalMessageUtil.OFFSET_SEPARATOR).getBytes(TransactionalMessageUtil.CHARSET));
-        boolean ok = bridge.writeOp(halfMsg.getQueueId(), op);
+        boolean ok = b.writeRemoveOp(bridge, halfMsg, halfQueueOffset);
         JSONObject opRow = new JSONObject();
         opRow.put("id", ref + ":op");
         opRow.put("status", ok ? "PUT_OK" : "FAILED");
@@ -411,18 +400,16 @@ final class StoreMode {
             if (g == null) {
                 continue;
             }
-            SubscriptionGroupConfig sgc = new SubscriptionGroupConfig();
-            sgc.setGroupName(g);
             JSONObject groupAttrs = scenario.getJSONObject("groupAttributes");
             JSONObject attrs = groupAttrs == null ? null : groupAttrs.getJSONObject(g);
+            java.util.Map<String, String> m = null;
             if (attrs != null) {
-                java.util.Map<String, String> m = new java.util.HashMap<>();
+                m = new java.util.HashMap<>();
                 for (String k : attrs.keySet()) {
                     m.put(k, attrs.getString(k));
                 }
-                sgc.setAttributes(m);
             }
-            b.controller.getSubscriptionGroupManager().updateSubscriptionGroupConfig(sgc);
+            b.updateSubscriptionGroup(g, m);
         }
         JSONArray offsets = scenario.getJSONArray("offsets");
         for (int i = 0; offsets != null && i < offsets.size(); i++) {
@@ -448,7 +435,7 @@ final class StoreMode {
         r.put("store", b.effectiveStore);
         r.put("bloom", b.bloomJson());
         r.put("bitMapLengthConsumeQueueExt", b.storeConfig.getBitMapLengthConsumeQueueExt());
-        r.put("maxDelayLevel", b.controller.getScheduleMessageService().getMaxDelayLevel());
+        r.put("maxDelayLevel", b.maxDelayLevel());
         r.put("messages", messages);
         r.put("transactions", transactions);
         r.put("registrations", registrations);

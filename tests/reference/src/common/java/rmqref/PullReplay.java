@@ -9,8 +9,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.TreeSet;
-import java.util.concurrent.ConcurrentMap;
 import org.apache.rocketmq.broker.filter.ConsumerFilterData;
 import org.apache.rocketmq.broker.filter.ConsumerFilterManager;
 import org.apache.rocketmq.broker.filter.ExpressionForRetryMessageFilter;
@@ -23,11 +21,8 @@ import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.filter.util.BloomFilterData;
-import org.apache.rocketmq.remoting.protocol.filter.FilterAPI;
-import org.apache.rocketmq.remoting.protocol.heartbeat.SubscriptionData;
 import org.apache.rocketmq.store.GetMessageResult;
 import org.apache.rocketmq.store.GetMessageStatus;
-import org.apache.rocketmq.store.queue.ConsumeQueueInterface;
 
 /** Replays the broker's pull (PullMessageProcessor's filter choice + DefaultMessageStore.getMessage) per subscription. */
 final class PullReplay {
@@ -61,7 +56,7 @@ final class PullReplay {
         String group = s.getString("group");
         String topic = s.getString("topic");
         String type = StoreBroker.str(s, "type", ExpressionType.TAG);
-        String expression = StoreBroker.str(s, "expression", SubscriptionData.SUB_ALL);
+        String expression = StoreBroker.str(s, "expression", Subscription.SUB_ALL);
         String path = StoreBroker.str(s, "path", "registered");
         int batchSize = s.getIntValue("batchSize", 32);
         ConsumerFilterManager mgr = b.filters();
@@ -76,9 +71,9 @@ final class PullReplay {
         row.put("filterData", null);
         row.put("queues", new JSONArray());
 
-        SubscriptionData sd;
+        Subscription sd;
         try {
-            sd = FilterAPI.build(topic, expression, type);
+            sd = Subscription.build(topic, expression, type);
         } catch (Exception e) {
             row.put("subVersion", s.getLongValue("subVersion", 0L));
             row.put("answer", "SUBSCRIPTION_PARSE_FAILED");
@@ -86,12 +81,12 @@ final class PullReplay {
             return row;
         }
         JSONObject sdj = new JSONObject();
-        sdj.put("subString", sd.getSubString());
-        sdj.put("expressionType", sd.getExpressionType());
-        sdj.put("tags", new ArrayList<>(sd.getTagsSet()));
-        sdj.put("codes", new ArrayList<>(sd.getCodeSet()));
+        sdj.put("subString", sd.subString());
+        sdj.put("expressionType", sd.expressionType());
+        sdj.put("tags", new ArrayList<>(sd.tags()));
+        sdj.put("codes", new ArrayList<>(sd.codes()));
         row.put("subscriptionData", sdj);
-        boolean tag = ExpressionType.isTagType(sd.getExpressionType());
+        boolean tag = ExpressionType.isTagType(sd.expressionType());
         ConsumerFilterData cfd = null;
         long subVersion;
         String answer = "OK";
@@ -125,8 +120,8 @@ final class PullReplay {
             return row;
         }
         boolean retry = b.brokerConfig.isFilterSupportRetry();
-        ExpressionMessageFilter real = retry ? new ExpressionForRetryMessageFilter(sd, cfd, mgr)
-            : new ExpressionMessageFilter(sd, cfd, mgr);
+        ExpressionMessageFilter real = retry ? new ExpressionForRetryMessageFilter(sd.data, cfd, mgr)
+            : new ExpressionMessageFilter(sd.data, cfd, mgr);
         PullRecordingFilter rec = new PullRecordingFilter(real, retry, sd, cfd, mgr);
         row.put("filterClass", real.getClass().getSimpleName());
         if (fd != null) {
@@ -147,11 +142,11 @@ final class PullReplay {
         return b.queueIds(topic);
     }
 
-    private JSONObject queue(String group, String topic, int qid, int batchSize, SubscriptionData sd,
+    private JSONObject queue(String group, String topic, int qid, int batchSize, Subscription sd,
         PullRecordingFilter rec) throws Exception {
         long min = b.store.getMinOffsetInQueue(topic, qid);
         long max = b.store.getMaxOffsetInQueue(topic, qid);
-        TreeMap<Long, JSONObject> units = RecordListing.units(b, topic, qid, min, max);
+        TreeMap<Long, JSONObject> units = b.units(topic, qid, min, max);
         Map<Long, long[]> raw = RecordListing.rawUnits(b.root, topic, qid);
         JSONObject q = new JSONObject();
         q.put("queueId", qid);
@@ -180,11 +175,11 @@ final class PullReplay {
                 c.put("minOffset", r.getMinOffset());
                 c.put("maxOffset", r.getMaxOffset());
                 c.put("messageCount", r.getMessageCount());
-                c.put("filterMessageCount", r.getFilterMessageCount());
+                c.put("filterMessageCount", Release.filterMessageCount(r));
                 Map<Long, Boolean> kept = new HashMap<>();
                 Map<Long, Boolean> decoded = new HashMap<>();
                 List<ByteBuffer> bufs = r.getMessageBufferList();
-                List<Long> qos = r.getMessageQueueOffset();
+                List<Long> qos = Release.queueOffsets(r, rec, offset);
                 int clientDecoded = clientDecodedCount(bufs);
                 for (int i = 0; i < bufs.size(); i++) {
                     JSONObject msg = message(bufs.get(i), sd, topic);
@@ -221,9 +216,10 @@ final class PullReplay {
 
     /**
      * How many of a pull's returned messages the client decodes: PullAPIWrapper.processPullResult runs
-     * MessageDecoder.decodesBatch (readBody, decompressBody, isClient: the ClientConfig defaults) over the
-     * response body, which is the returned buffers one after another; the first record that fails to decode
-     * (e.g. a compressed body that does not inflate) ends the list, so it and every later message are lost.
+     * MessageDecoder.decodesBatch (5.x; readBody, decompressBody, isClient: the ClientConfig defaults) or
+     * MessageDecoder.decodes (4.9) over the response body, which is the returned buffers one after another; the
+     * first record that fails to decode (e.g. a compressed body that does not inflate) ends the list, so it and
+     * every later message are lost.
      */
     private static int clientDecodedCount(List<ByteBuffer> bufs) {
         int total = 0;
@@ -235,7 +231,7 @@ final class PullReplay {
             all.put(b.duplicate());
         }
         all.flip();
-        return MessageDecoder.decodesBatch(all, true, true, true).size();
+        return Release.clientDecodes(all).size();
     }
 
     private static JSONObject unitRow(long qo, int call, JSONObject cq, JSONObject cl, Boolean clientKept,
@@ -286,7 +282,7 @@ final class PullReplay {
     }
 
     /** One broker-returned record as the client decodes it, with PullAPIWrapper's exact tag re-check. */
-    private static JSONObject message(ByteBuffer buf, SubscriptionData sd, String topic) {
+    private static JSONObject message(ByteBuffer buf, Subscription sd, String topic) {
         MessageExt stored = MessageDecoder.decode(buf.duplicate(), true, false, true);
         MessageExt client = MessageDecoder.decode(buf.duplicate(), true, true, true);
         MessageExt m = client != null ? client : stored;
@@ -316,9 +312,12 @@ final class PullReplay {
         o.put("body", stored == null || stored.getBody() == null ? "" : Base64.getEncoder().encodeToString(stored.getBody()));
         o.put("bodyDecompressed", client == null ? null
             : Base64.getEncoder().encodeToString(client.getBody() == null ? new byte[0] : client.getBody()));
+        // The sysFlag the consumer's message holds: 5.x's decode clears COMPRESSED_FLAG once it inflated the body,
+        // 4.9's keeps it.
+        o.put("clientSysFlag", client == null ? null : client.getSysFlag());
         boolean keep = true;
-        if (!sd.getTagsSet().isEmpty() && !sd.isClassFilterMode()) {
-            keep = m.getTags() != null && sd.getTagsSet().contains(m.getTags());
+        if (!sd.tags().isEmpty() && !sd.classFilterMode()) {
+            keep = m.getTags() != null && sd.tags().contains(m.getTags());
         }
         o.put("clientKept", keep);
         return o;

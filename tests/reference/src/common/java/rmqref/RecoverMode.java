@@ -38,8 +38,19 @@ final class RecoverMode {
             result.put("checkCommitLogOffsetOnRecover",
                 setting(b.storeConfig, "setCheckCommitLogOffsetOnRecover", req.getBoolean("checkCommitLogOffsetOnRecover")));
             result.put("checkCRCOnRecover", b.storeConfig.isCheckCRCOnRecover());
-            boolean loaded = b.store.load();
+            Boolean loaded;
+            Throwable thrown = null;
+            try {
+                loaded = b.store.load();
+            } catch (Throwable t) {
+                // 4.9.7: recovery's `new byte[TOTALSIZE]` of a huge TOTALSIZE throws OutOfMemoryError out of load().
+                loaded = null;
+                thrown = t;
+            }
             result.put("loaded", loaded);
+            if (thrown != null) {
+                result.put("loadError", thrown.getClass().getSimpleName() + ": " + thrown.getMessage());
+            }
             result.put("minPhyOffset", b.store.getMinPhyOffset());
             result.put("maxPhyOffset", b.store.getMaxPhyOffset());
             b.store.shutdown();

@@ -11,13 +11,11 @@ import org.apache.rocketmq.broker.filter.ConsumerFilterData;
 import org.apache.rocketmq.broker.filter.ConsumerFilterManager;
 import org.apache.rocketmq.broker.filter.ExpressionMessageFilter;
 import org.apache.rocketmq.broker.filter.MessageEvaluationContext;
-import org.apache.rocketmq.common.KeyBuilder;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.filter.ExpressionType;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.filter.util.BitsArray;
-import org.apache.rocketmq.remoting.protocol.heartbeat.SubscriptionData;
 import org.apache.rocketmq.store.ConsumeQueueExt;
 import org.apache.rocketmq.store.MessageFilter;
 
@@ -25,14 +23,16 @@ import org.apache.rocketmq.store.MessageFilter;
 final class PullRecordingFilter implements MessageFilter {
     private final ExpressionMessageFilter real;
     private final boolean retryFilter;
-    private final SubscriptionData sub;
+    private final Subscription sub;
     private final ConsumerFilterData cfd;
     private final ConsumerFilterManager mgr;
     private final boolean bloomDataValid;
     final List<JSONObject> cqCalls = new ArrayList<>();
     final Map<Long, JSONObject> clCalls = new HashMap<>();
+    /** Index in {@link #cqCalls} of each unit the commit log layer accepted, in order: the units getMessage returned. */
+    final List<Integer> returnedUnits = new ArrayList<>();
 
-    PullRecordingFilter(ExpressionMessageFilter real, boolean retryFilter, SubscriptionData sub,
+    PullRecordingFilter(ExpressionMessageFilter real, boolean retryFilter, Subscription sub,
         ConsumerFilterData cfd, ConsumerFilterManager mgr) throws Exception {
         this.real = real;
         this.retryFilter = retryFilter;
@@ -52,6 +52,7 @@ final class PullRecordingFilter implements MessageFilter {
     void reset() {
         cqCalls.clear();
         clCalls.clear();
+        returnedUnits.clear();
     }
 
     @Override
@@ -73,17 +74,17 @@ final class PullRecordingFilter implements MessageFilter {
         if (sub == null) {
             return "NO_SUBSCRIPTION";
         }
-        if (sub.isClassFilterMode()) {
+        if (sub.classFilterMode()) {
             return "CLASS_FILTER";
         }
-        if (ExpressionType.isTagType(sub.getExpressionType())) {
+        if (ExpressionType.isTagType(sub.expressionType())) {
             if (tagsCode == null) {
                 return "TAG_NULL_CODE";
             }
-            if (sub.getSubString().equals(SubscriptionData.SUB_ALL)) {
+            if (sub.subString().equals(Subscription.SUB_ALL)) {
                 return "TAG_ALL";
             }
-            return sub.getCodeSet().contains(tagsCode.intValue()) ? "TAG_IN_SET" : "TAG_NOT_IN_SET";
+            return sub.codes().contains(tagsCode.intValue()) ? "TAG_IN_SET" : "TAG_NOT_IN_SET";
         }
         if (cfd == null || cfd.getExpression() == null || cfd.getCompiledExpression() == null) {
             return "SQL_NO_FILTER_DATA";
@@ -126,12 +127,24 @@ final class PullRecordingFilter implements MessageFilter {
         o.put("commitLogOffset", phy);
         o.put("sqlValue", sqlValue);
         clCalls.put(queueOffset, o);
+        if (result) {
+            returnedUnits.add(cqCalls.size() - 1);
+        }
         return result;
     }
 
-    /** Classifies the SQL value the real filter sees (null for TAG subscriptions). */
+    /**
+     * Classifies the SQL value the real filter sees (null when it evaluates none: TAG subscriptions, except a TAG
+     * subscription to a retry topic under 4.9's ExpressionForRetryMessageFilter, which evaluates the original
+     * topic's filter data).
+     */
     private String sqlValue(ByteBuffer buf) {
-        if (sub == null || sub.isClassFilterMode() || ExpressionType.isTagType(sub.getExpressionType())) {
+        if (sub == null || sub.classFilterMode()) {
+            return null;
+        }
+        boolean retryTopic = retryFilter && sub.topic().startsWith(MixAll.RETRY_GROUP_TOPIC_PREFIX);
+        if (ExpressionType.isTagType(sub.expressionType())
+            && !(retryTopic && Release.RETRY_FILTER_EVALUATES_TAG_SUBSCRIPTIONS)) {
             return null;
         }
         ConsumerFilterData data = cfd;
@@ -141,9 +154,9 @@ final class PullRecordingFilter implements MessageFilter {
         } catch (Throwable e) {
             return "EXCEPTION:" + e.getClass().getSimpleName() + ": " + e.getMessage();
         }
-        if (retryFilter && sub.getTopic().startsWith(MixAll.RETRY_GROUP_TOPIC_PREFIX)) {
+        if (retryTopic) {
             String realTopic = props == null ? null : props.get(MessageConst.PROPERTY_RETRY_TOPIC);
-            data = mgr.get(realTopic, KeyBuilder.parseGroup(sub.getTopic()));
+            data = mgr.get(realTopic, Release.retryGroup(sub.topic()));
         }
         if (data == null || data.getExpression() == null || data.getCompiledExpression() == null) {
             return "NO_FILTER_DATA";

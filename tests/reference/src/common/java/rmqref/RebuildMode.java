@@ -14,16 +14,16 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.ConcurrentMap;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.apache.rocketmq.broker.filter.ConsumerFilterData;
 import org.apache.rocketmq.store.CommitLogDispatcher;
 import org.apache.rocketmq.store.DispatchRequest;
-import org.apache.rocketmq.store.queue.ConsumeQueueInterface;
 
 /**
  * `rebuild` mode: times the broker's own consume-queue rebuild of an existing store (PROTOCOL.md).
+ *
+ * 5.x only: the 4.9 line refuses the mode (Release.unavailable: 4.9.7's load() does not dispatch).
  *
  * In 5.3.3 the rebuild is DefaultMessageStore.load(): with no consume queue, no checkpoint and no abort file,
  * recover() calls CommitLog.recoverNormally(-1), which walks every commit log record from file 0 with
@@ -186,7 +186,7 @@ final class RebuildMode {
             sc.putAll(b.effectiveStore);
             sc.put("checkCRCOnRecover", b.storeConfig.isCheckCRCOnRecover());
             sc.put("flushDiskType", b.storeConfig.getFlushDiskType().name());
-            sc.put("recoverConcurrently", b.brokerConfig.isRecoverConcurrently());
+            sc.put("recoverConcurrently", b.recoverConcurrently());
             sc.put("topicsJsonLoaded", topicsLoaded);
             setup.put("storeConfig", sc);
             setup.put("broker", b.effectiveBroker);
@@ -242,21 +242,11 @@ final class RebuildMode {
     private static long[] count(StoreBroker b, JSONArray rows) {
         long total = 0;
         long n = 0;
-        TreeMap<String, ConcurrentMap<Integer, ConsumeQueueInterface>> table = new TreeMap<>(b.store.getConsumeQueueTable());
-        for (Map.Entry<String, ConcurrentMap<Integer, ConsumeQueueInterface>> e : table.entrySet()) {
-            for (ConsumeQueueInterface q : new TreeMap<>(e.getValue()).values()) {
-                long min = q.getMinOffsetInQueue();
-                long max = q.getMaxOffsetInQueue();
-                total += max - min;
-                n++;
-                if (rows != null) {
-                    JSONObject row = new JSONObject();
-                    row.put("topic", e.getKey());
-                    row.put("queueId", q.getQueueId());
-                    row.put("minOffset", min);
-                    row.put("maxOffset", max);
-                    rows.add(row);
-                }
+        for (JSONObject row : b.consumeQueueRanges()) {
+            total += row.getLongValue("maxOffset") - row.getLongValue("minOffset");
+            n++;
+            if (rows != null) {
+                rows.add(row);
             }
         }
         return new long[] {total, n};

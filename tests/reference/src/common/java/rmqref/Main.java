@@ -10,6 +10,10 @@ package rmqref;
  *   scan  IN.json OUT.json        the recovery walk (checkMessageAndReturnSize) over commitlog files, damaged or not
  *   rebuild IN.json OUT.json      times the broker's own consume-queue rebuild (DefaultMessageStore.load) of a store
  *   recover IN.json OUT.json      the broker's own recovery (normal or after a crash) of a copy of a store
+ *
+ * The same sources (src/common) run on every release line; the line's own classes (src/rocketmq-5 or
+ * src/rocketmq-4.9: StoreBroker, Subscription, Release) hold what differs. A mode a line cannot run fails with
+ * exit code 3 and a message on stderr.
  */
 public final class Main {
     private Main() {
@@ -32,6 +36,13 @@ public final class Main {
     }
 
     private static int dispatch(String[] args) throws Exception {
+        String unavailable = Release.unavailable(args[0]);
+        if (unavailable != null) {
+            System.err.println("mode " + args[0] + " is not available on RocketMQ "
+                + org.apache.rocketmq.common.MQVersion.getVersionDesc(org.apache.rocketmq.common.MQVersion.CURRENT_VERSION)
+                + ": " + unavailable);
+            return 3;
+        }
         switch (args[0]) {
             case "eval":
                 return EvalMode.run(args[1], args[2]);

@@ -14,15 +14,11 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.ConcurrentMap;
 import java.util.stream.Stream;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
 import org.apache.rocketmq.store.ConsumeQueueExt;
-import org.apache.rocketmq.store.queue.ConsumeQueueInterface;
-import org.apache.rocketmq.store.queue.CqUnit;
-import org.apache.rocketmq.store.queue.ReferredIterator;
 
 /** Reads a written store back: every commit log record through the real MessageDecoder, plus its CQ unit. */
 final class RecordListing {
@@ -31,8 +27,11 @@ final class RecordListing {
     static final int BLANK = 0xCBD43194;
 
     private final StoreBroker b;
-    /** commit log offset → the CQ unit (as the real iterator resolves it, plus the raw 8-byte field). */
-    private final Map<Long, JSONObject> cqByOffset = new HashMap<>();
+    /**
+     * commit log offset → the CQ units pointing at it (as the real iterator resolves them, plus the raw 8-byte
+     * field), in reading order; several when a multi-dispatch (LMQ) queue holds the record too.
+     */
+    private final Map<Long, List<JSONObject>> cqByOffset = new HashMap<>();
     private final JSONArray queues = new JSONArray();
     private final JSONArray files = new JSONArray();
 
@@ -65,50 +64,17 @@ final class RecordListing {
                 q.put("maxOffset", max);
                 queues.add(q);
                 Map<Long, long[]> raw = rawUnits(b.root, topic, qid);
-                for (Map.Entry<Long, JSONObject> e : units(b, topic, qid, min, max).entrySet()) {
+                for (Map.Entry<Long, JSONObject> e : b.units(topic, qid, min, max).entrySet()) {
                     JSONObject u = e.getValue();
                     long[] r = raw.get(e.getKey());
                     u.put("tagsCodeRaw", r == null ? null : Long.toString(r[2]));
                     u.put("topic", topic);
                     u.put("queueId", qid);
                     u.put("queueOffset", e.getKey());
-                    cqByOffset.put(u.getLongValue("commitLogOffset"), u);
+                    cqByOffset.computeIfAbsent(u.getLongValue("commitLogOffset"), k -> new ArrayList<>()).add(u);
                 }
             }
         }
-    }
-
-    /** The units of one queue from `from` to `to` via ConsumeQueue.iterateFrom (one CQ file per iterator). */
-    static TreeMap<Long, JSONObject> units(StoreBroker b, String topic, int qid, long from, long to) throws Exception {
-        TreeMap<Long, JSONObject> out = new TreeMap<>();
-        ConsumeQueueInterface cq = b.store.getConsumeQueue(topic, qid);
-        long next = from;
-        while (next < to) {
-            ReferredIterator<CqUnit> it = cq.iterateFrom(next);
-            if (it == null) {
-                break;
-            }
-            long before = next;
-            try {
-                while (it.hasNext()) {
-                    CqUnit u = it.next();
-                    JSONObject o = new JSONObject();
-                    o.put("commitLogOffset", u.getPos());
-                    o.put("size", u.getSize());
-                    Long tc = u.getValidTagsCodeAsLong();
-                    o.put("tagsCode", tc == null ? null : Long.toString(tc));
-                    o.put("ext", extJson(u.getCqExtUnit()));
-                    out.put(u.getQueueOffset(), o);
-                    next = u.getQueueOffset() + u.getBatchNum();
-                }
-            } finally {
-                it.release();
-            }
-            if (next == before) {
-                break;
-            }
-        }
-        return out;
     }
 
     static JSONObject extJson(ConsumeQueueExt.CqExtUnit ext) {
@@ -209,8 +175,8 @@ final class RecordListing {
 
     private JSONObject record(byte[] bytes, int pos, int total, String name, long base, Map<Long, String> ids) {
         ByteBuffer slice = ByteBuffer.wrap(bytes, pos, total).slice();
-        MessageExt m = MessageDecoder.decode(slice.duplicate(), true, false, false, false, false);
-        MessageExt d = MessageDecoder.decode(slice.duplicate(), true, true, false, false, false);
+        MessageExt m = MessageDecoder.decode(slice.duplicate(), true, false, false);
+        MessageExt d = MessageDecoder.decode(slice.duplicate(), true, true, false);
         JSONObject o = new JSONObject();
         o.put("file", name);
         o.put("filePos", pos);
@@ -248,9 +214,29 @@ final class RecordListing {
         o.put("keys", m.getKeys());
         o.put("uniqKey", m.getProperty("UNIQ_KEY"));
         o.put("offsetMsgId", m.getMsgId());
-        o.put("cq", cqByOffset.get(base + pos) == null ? null : cqJson(cqByOffset.get(base + pos)));
+        JSONObject cq = ownUnit(base + pos, m);
+        o.put("cq", cq == null ? null : cqJson(cq));
         o.put("scenarioId", ids.get(base + pos));
         return o;
+    }
+
+    /**
+     * The record's own CQ unit: the one at (its topic, queueId, queueOffset) among the units pointing at its commit log
+     * offset; when none matches, the last one read (queues are read in topic order), as before multi-dispatch queues
+     * could hold units of records of other topics (4.9 dispatches plain queue names too).
+     */
+    private JSONObject ownUnit(long commitLogOffset, MessageExt m) {
+        List<JSONObject> units = cqByOffset.get(commitLogOffset);
+        if (units == null) {
+            return null;
+        }
+        for (JSONObject u : units) {
+            if (m.getTopic().equals(u.getString("topic")) && m.getQueueId() == u.getIntValue("queueId")
+                && m.getQueueOffset() == u.getLongValue("queueOffset")) {
+                return u;
+            }
+        }
+        return units.get(units.size() - 1);
     }
 
     private static JSONObject cqJson(JSONObject u) {

@@ -5,21 +5,38 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentMap;
 import org.apache.rocketmq.broker.BrokerController;
 import org.apache.rocketmq.broker.filter.CommitLogDispatcherCalcBitMap;
 import org.apache.rocketmq.broker.filter.ConsumerFilterManager;
+import org.apache.rocketmq.broker.processor.EndTransactionProcessor;
+import org.apache.rocketmq.broker.transaction.queue.TransactionalMessageBridge;
+import org.apache.rocketmq.broker.transaction.queue.TransactionalMessageUtil;
 import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.TopicFilterType;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageExtBrokerInner;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.RocksDBMessageStore;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 import org.apache.rocketmq.store.queue.ConsumeQueueInterface;
+import org.apache.rocketmq.store.queue.CqUnit;
+import org.apache.rocketmq.store.queue.ReferredIterator;
 
-/** The broker-side object graph (way A: a dormant BrokerController) around one real DefaultMessageStore. */
+/**
+ * The broker-side object graph (way A: a dormant BrokerController) around one real DefaultMessageStore: the 5.x
+ * line's version (src/rocketmq-4.9 has the 4.9 one). Besides the wiring it holds every broker call the shared
+ * modes make whose classes or signatures differ between release lines.
+ */
 final class StoreBroker {
     static final String WAY = "A";
 
@@ -229,6 +246,118 @@ final class StoreBroker {
         o.put("k", filters().getBloomFilter().getK());
         return o;
     }
+
+    /** A new broker-side message of this release (5.x: org.apache.rocketmq.common.message.MessageExtBrokerInner). */
+    static MessageExtBrokerInner newInner() {
+        return new MessageExtBrokerInner();
+    }
+
+    static long tagsString2tagsCode(TopicFilterType filterType, String tags) {
+        return MessageExtBrokerInner.tagsString2tagsCode(filterType, tags);
+    }
+
+    /** DefaultMessageStore.putMessage of a message built by {@link #newInner}. */
+    PutMessageResult putMessage(MessageExt inner) {
+        return store.putMessage((MessageExtBrokerInner) inner);
+    }
+
+    /** TransactionalMessageBridge.putHalfMessage of a message built by {@link #newInner}. */
+    PutMessageResult putHalfMessage(TransactionalMessageBridge bridge, MessageExt inner) {
+        return bridge.putHalfMessage((MessageExtBrokerInner) inner);
+    }
+
+    /** EndTransactionProcessor.endMessageTransaction(half) (private: called by reflection) on the controller's processor. */
+    MessageExt endMessageTransaction(MessageExt halfMsg) throws Exception {
+        java.lang.reflect.Method end = EndTransactionProcessor.class.getDeclaredMethod("endMessageTransaction", MessageExt.class);
+        end.setAccessible(true);
+        return (MessageExtBrokerInner) end.invoke(controller.getEndTransactionProcessor(), halfMsg);
+    }
+
+    /**
+     * The op record that ends a transaction (5.x: TransactionalMessageServiceImpl.deletePrepareMessage batches it;
+     * written here with the bridge's writeOp, tags "d", body "<halfQueueOffset>,").
+     */
+    boolean writeRemoveOp(TransactionalMessageBridge bridge, MessageExt halfMsg, long halfQueueOffset) {
+        Message op = new Message(TransactionalMessageUtil.buildOpTopic(), TransactionalMessageUtil.REMOVE_TAG,
+            (halfQueueOffset + TransactionalMessageUtil.OFFSET_SEPARATOR).getBytes(TransactionalMessageUtil.CHARSET));
+        return bridge.writeOp(halfMsg.getQueueId(), op);
+    }
+
+    /** TopicConfig.setAttributes. */
+    void setTopicAttributes(TopicConfig tc, Map<String, String> attributes) {
+        tc.setAttributes(attributes);
+    }
+
+    /** A subscriptionGroup.json entry (SubscriptionGroupConfig with the attributes, when given). */
+    void updateSubscriptionGroup(String group, Map<String, String> attributes) {
+        SubscriptionGroupConfig sgc = new SubscriptionGroupConfig();
+        sgc.setGroupName(group);
+        if (attributes != null) {
+            sgc.setAttributes(attributes);
+        }
+        controller.getSubscriptionGroupManager().updateSubscriptionGroupConfig(sgc);
+    }
+
+    /** The broker's ScheduleMessageService (5.x: the controller's) max delay level. */
+    int maxDelayLevel() {
+        return controller.getScheduleMessageService().getMaxDelayLevel();
+    }
+
+    /** BrokerConfig.isRecoverConcurrently. */
+    Boolean recoverConcurrently() {
+        return brokerConfig.isRecoverConcurrently();
+    }
+
+    /** {topic, queueId, minOffset, maxOffset} of every consume queue in the store's table, sorted by topic and queue id. */
+    List<JSONObject> consumeQueueRanges() {
+        List<JSONObject> rows = new ArrayList<>();
+        TreeMap<String, ConcurrentMap<Integer, ConsumeQueueInterface>> table = new TreeMap<>(store.getConsumeQueueTable());
+        for (Map.Entry<String, ConcurrentMap<Integer, ConsumeQueueInterface>> e : table.entrySet()) {
+            for (ConsumeQueueInterface q : new TreeMap<>(e.getValue()).values()) {
+                JSONObject row = new JSONObject();
+                row.put("topic", e.getKey());
+                row.put("queueId", q.getQueueId());
+                row.put("minOffset", q.getMinOffsetInQueue());
+                row.put("maxOffset", q.getMaxOffsetInQueue());
+                rows.add(row);
+            }
+        }
+        return rows;
+    }
+
+    /** The units of one queue from `from` to `to` via ConsumeQueue.iterateFrom (one CQ file per iterator). */
+    TreeMap<Long, JSONObject> units(String topic, int qid, long from, long to) throws Exception {
+        TreeMap<Long, JSONObject> out = new TreeMap<>();
+        ConsumeQueueInterface cq = store.getConsumeQueue(topic, qid);
+        long next = from;
+        while (next < to) {
+            ReferredIterator<CqUnit> it = cq.iterateFrom(next);
+            if (it == null) {
+                break;
+            }
+            long before = next;
+            try {
+                while (it.hasNext()) {
+                    CqUnit u = it.next();
+                    JSONObject o = new JSONObject();
+                    o.put("commitLogOffset", u.getPos());
+                    o.put("size", u.getSize());
+                    Long tc = u.getValidTagsCodeAsLong();
+                    o.put("tagsCode", tc == null ? null : Long.toString(tc));
+                    o.put("ext", RecordListing.extJson(u.getCqExtUnit()));
+                    out.put(u.getQueueOffset(), o);
+                    next = u.getQueueOffset() + u.getBatchNum();
+                }
+            } finally {
+                it.release();
+            }
+            if (next == before) {
+                break;
+            }
+        }
+        return out;
+    }
+
 
     static String str(JSONObject o, String k, String d) {
         String v = o.getString(k);

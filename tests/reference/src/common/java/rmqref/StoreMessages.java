@@ -15,10 +15,13 @@ import org.apache.rocketmq.common.compression.CompressorFactory;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageDecoder;
-import org.apache.rocketmq.common.message.MessageExtBrokerInner;
+import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
 
-/** Builds one MessageExtBrokerInner from a scenario MESSAGE event the way a 5.3.3 SendMessageProcessor does. */
+/**
+ * Builds one MessageExtBrokerInner from a scenario MESSAGE event the way the broker's SendMessageProcessor does
+ * (the class is the release's own, from StoreBroker.newInner: common.message in 5.x, store in 4.9).
+ */
 final class StoreMessages {
     private StoreMessages() {
     }
@@ -85,9 +88,9 @@ final class StoreMessages {
      * The broker's inner message for a scenario message: producer map → properties string → broker HashMap(128),
      * UNIQ_KEY and CLUSTER added, propertiesString set last (store writes it verbatim).
      */
-    static MessageExtBrokerInner build(JSONObject m, String id, String topic, StoreBroker b,
+    static MessageExt build(JSONObject m, String id, String topic, StoreBroker b,
         TopicFilterType filterType, boolean prepared) throws Exception {
-        MessageExtBrokerInner inner = new MessageExtBrokerInner();
+        var inner = StoreBroker.newInner();
         JSONObject retry = m.getJSONObject("retry");
         inner.setTopic(topic);
         inner.setQueueId(retry != null ? 0 : m.getIntValue("queueId", 0));
@@ -147,7 +150,7 @@ final class StoreMessages {
         for (Map.Entry<String, String> e : emptyValued.entrySet()) {
             MessageAccessor.putProperty(inner, e.getKey(), e.getValue());
         }
-        inner.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(filterType, inner.getTags()));
+        inner.setTagsCode(StoreBroker.tagsString2tagsCode(filterType, inner.getTags()));
         MessageAccessor.putProperty(inner, MessageConst.PROPERTY_CLUSTER, b.brokerConfig.getBrokerClusterName());
         if (retry != null) {
             String group = retry.getString("group");
@@ -161,6 +164,14 @@ final class StoreMessages {
             MessageAccessor.putProperty(inner, MessageConst.PROPERTY_WAIT_STORE_MSG_OK, "false");
             inner.setPropertiesString(MessageDecoder.messageProperties2String(inner.getProperties()));
             MessageAccessor.clearProperty(inner, MessageConst.PROPERTY_DELAY_TIME_LEVEL);
+            return inner;
+        }
+        String wait = inner.getProperty(MessageConst.PROPERTY_WAIT_STORE_MSG_OK);
+        if (wait != null && !Release.SEND_STORES_WAIT_PROPERTY) {
+            // 4.9's SendMessageProcessor: WAIT is left out of the stored properties string, kept in the map.
+            inner.getProperties().remove(MessageConst.PROPERTY_WAIT_STORE_MSG_OK);
+            inner.setPropertiesString(MessageDecoder.messageProperties2String(inner.getProperties()));
+            inner.getProperties().put(MessageConst.PROPERTY_WAIT_STORE_MSG_OK, wait);
             return inner;
         }
         inner.setPropertiesString(MessageDecoder.messageProperties2String(inner.getProperties()));

@@ -14,7 +14,7 @@ import org.apache.rocketmq.store.DispatchRequest;
 
 /**
  * `scan` mode: walk each given commitlog file exactly as CommitLog.recoverNormally walks one mapped file, with the
- * real CommitLog.checkMessageAndReturnSize(buffer, checkCRC, false, true).
+ * real CommitLog.checkMessageAndReturnSize(buffer, checkCRC, false, true) (5.x; 4.9: (buffer, checkCRC, true)).
  *
  * The CommitLog belongs to a DefaultMessageStore built (never loaded, never started) on a scratch root, so its
  * configuration is the default MessageStoreConfig (forceVerifyPropCRC false, the default delay levels). The input
@@ -73,11 +73,20 @@ final class ScanMode {
         long mappedFileOffset = 0;
         boolean diverged = false;
         DispatchRequest last;
+        Throwable thrown = null;
         while (true) {
             if (byteBuffer.position() != mappedFileOffset) {
                 diverged = true;
             }
-            last = commitLog.checkMessageAndReturnSize(byteBuffer, checkCRC, false, true);
+            try {
+                last = Release.checkMessageAndReturnSize(commitLog, byteBuffer, checkCRC);
+            } catch (Throwable t) {
+                // 4.9.7: `new byte[TOTALSIZE]` of a huge TOTALSIZE throws OutOfMemoryError, which its catch (Exception)
+                // lets through: recovery itself would throw (the broker does not start).
+                last = null;
+                thrown = t;
+                break;
+            }
             int msgSize = last.getMsgSize();
             if (last.isSuccess() && msgSize > 0) {
                 records.add(mappedFileOffset);
@@ -88,7 +97,9 @@ final class ScanMode {
             }
         }
         String kind;
-        if (last.isSuccess()) {
+        if (thrown != null) {
+            kind = "error";
+        } else if (last.isSuccess()) {
             kind = "blank";
         } else if (mappedFileOffset >= size || zeroFrom(byteBuffer, mappedFileOffset)) {
             kind = "end";
@@ -102,9 +113,12 @@ final class ScanMode {
         o.put("records", records);
         o.put("sizes", sizes);
         o.put("stop", mappedFileOffset);
-        o.put("stopSuccess", last.isSuccess());
-        o.put("stopMsgSize", last.getMsgSize());
+        o.put("stopSuccess", last == null ? null : last.isSuccess());
+        o.put("stopMsgSize", last == null ? null : last.getMsgSize());
         o.put("kind", kind);
+        if (thrown != null) {
+            o.put("stopError", thrown.getClass().getSimpleName() + ": " + thrown.getMessage());
+        }
         o.put("bufferDiverged", diverged);
         return o;
     }

@@ -16,12 +16,11 @@ import org.apache.rocketmq.filter.expression.MQFilterException;
 import org.apache.rocketmq.filter.util.BitsArray;
 import org.apache.rocketmq.filter.util.BloomFilter;
 import org.apache.rocketmq.filter.util.BloomFilterData;
-import org.apache.rocketmq.remoting.protocol.filter.FilterAPI;
-import org.apache.rocketmq.remoting.protocol.heartbeat.SubscriptionData;
 
 /**
  * The harness's {@code eval} mode: answers SQL92, tag-hash, subscription and bloom cases with the real RocketMQ
- * 5.3.3 classes, so the Python filters can be checked against what the broker itself computes (PROTOCOL.md).
+ * classes of the release on the classpath, so the Python filters can be checked against what the broker itself
+ * computes (PROTOCOL.md).
  */
 final class EvalMode {
     private EvalMode() {
@@ -149,14 +148,14 @@ final class EvalMode {
     private static void subscription(JSONObject c, Map<String, Object> r) throws Exception {
         String topic = JsonIn.string(c, "topic");
         String expr = JsonIn.string(c, "expr");
-        SubscriptionData sd = c.containsKey("type")
-                ? FilterAPI.build(topic, expr, JsonIn.string(c, "type"))
-                : FilterAPI.buildSubscriptionData(topic, expr);
-        r.put("sub_string", sd.getSubString());
-        r.put("expression_type", sd.getExpressionType());
-        r.put("tags", new ArrayList<>(sd.getTagsSet()));
-        r.put("codes", new ArrayList<>(sd.getCodeSet()));
-        r.put("sub_all", "*".equals(sd.getSubString()));
+        Subscription sd = c.containsKey("type")
+                ? Subscription.build(topic, expr, JsonIn.string(c, "type"))
+                : Subscription.buildTag(topic, expr);
+        r.put("sub_string", sd.subString());
+        r.put("expression_type", sd.expressionType());
+        r.put("tags", new ArrayList<>(sd.tags()));
+        r.put("codes", new ArrayList<>(sd.codes()));
+        r.put("sub_all", "*".equals(sd.subString()));
     }
 
     /**
