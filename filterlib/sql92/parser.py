@@ -13,6 +13,7 @@ import copy
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ply import lex, yacc
 
@@ -397,11 +398,14 @@ _UNSUPPORTED = {
 def _syntax_error(text: str, stop: _ParseStop, old_grammar: bool) -> FilterSyntaxError:
     """A readable FilterSyntaxError for a token the grammar cannot take (or a lexical error)."""
     tok = stop.token
+    expected = stop.expected
+    if old_grammar:  # the one LALR table holds 5.1.3's operators; an older grammar never expects them
+        expected = tuple(k for k in expected if k not in KEYWORDS_5_1_3)
     if tok is None:
         pos = len(text)
         msg = f"Invalid MessageSelector: unexpected end of expression at {_where(text, pos)}"
-        if stop.expected:
-            msg += "; expected " + _expected(stop.expected)
+        if expected:
+            msg += "; expected " + _expected(expected)
         return FilterSyntaxError(msg, text, pos, "", java_cause="ParseException")
     if tok.type == "LEXERROR":
         msg = f"Invalid MessageSelector: lexical error at {_where(text, tok.lexpos)}: {tok.reason}"
@@ -410,8 +414,8 @@ def _syntax_error(text: str, stop: _ParseStop, old_grammar: bool) -> FilterSynta
     if old_grammar and tok.type == "ID" and tok.value.upper() in KEYWORDS_5_1_3:
         since = "5.1.3"
     msg = f"Invalid MessageSelector: encountered '{tok.value}' at {_where(text, tok.lexpos)}"
-    if stop.expected:
-        msg += "; expected " + _expected(stop.expected)
+    if expected:
+        msg += "; expected " + _expected(expected)
     if since:
         msg += f" ({tok.value.upper()} is an operator only since RocketMQ {since})"
     elif tok.type == "ID" and tok.value.upper() in _UNSUPPORTED:
@@ -449,6 +453,12 @@ _recognizer = None
 def _recognize(toks: list) -> tuple[set[int], bool]:
     """Syntax only (no checks run, as in a JavaCC scan): where `+ operand`s were completed, and whether every
     token was taken (the parse stopped only at the end of `toks`, or accepted them)."""
+    completed, stop = _recognize_to(toks)
+    return completed, stop is None
+
+
+def _recognize_to(toks: list) -> tuple[set[int], Any]:
+    """`_recognize`, with the first token the syntax could not take (None when it took every one)."""
     global _recognizer
     if _recognizer is None:  # the same LALR tables, with an action that only notes completed `+` operands
         _recognizer = copy.copy(_get_parser())
@@ -460,8 +470,8 @@ def _recognize(toks: list) -> tuple[set[int], bool]:
     try:
         _recognizer.parse(lexer=_Feed(iter(toks)), tracking=False)
     except _ParseStop as stop:
-        return _recognizer.completed_plus, stop.token is None
-    return _recognizer.completed_plus, True
+        return _recognizer.completed_plus, stop.token
+    return _recognizer.completed_plus, None
 
 
 def _note_plus(p) -> None:
@@ -483,9 +493,14 @@ def _plus_scan_error(text: str, plus, old_grammar: bool) -> FilterSyntaxError | 
     rest = toks[next(i for i, t in enumerate(toks) if t.lexpos == plus.lexpos):]
     bad = rest[-1] if rest[-1].type == "LEXERROR" else None
     clean = rest[:-1] if bad is not None else rest
-    # The scan reads no further than the operand's last token: a bad token right after it does not matter.
-    completed, _ = _recognize(clean if bad is None else [*clean, _probe(bad)])
+    # The scan reads no further than the operand's last token: a bad token right after it does not matter, nor does
+    # a token the syntax cannot take there (`+9223372036854775808 x`: the operand scans, its NumberFormatException
+    # stands), which the probe stands in for too.
+    completed, stop = _recognize_to(clean if bad is None else [*clean, _probe(bad)])
     if plus.lexpos in completed:
+        return None
+    at = next((i for i, t in enumerate(clean) if t is stop), None)
+    if at is not None and plus.lexpos in _recognize([*clean[:at], _probe(stop)])[0]:
         return None
     if bad is not None and _recognize(clean)[1]:
         return _syntax_error(text, _ParseStop(bad, ()), old_grammar)

@@ -200,7 +200,10 @@ def selector_cases() -> list[dict]:
              "NOT a > 1", "(a > 1) > 0", "a + 1 > 2", "a = 'x' b = 'y'", "a = 1.5f AND b = 1", "a > 0x10",
              "a > 007", "a = 'x' ; b", "a = 'x' #", "a != 1", "a == 1", "a = \"x\"", "a\u00a0= 1", "é = 1",
              "a = 1e-320", "a <> 'x' OR b <> 'y'", "contains = 1", "a.b = 1", "a-b = 1", "a = -0.5",
-             "a > 1 AND b > 1 AND c > 1 OR a < 0", "a IN ('TagA','TagB','x','y','z','w')", "a STARTSWITH ''"]
+             "a > 1 AND b > 1 AND c > 1 OR a < 0", "a IN ('TagA','TagB','x','y','z','w')", "a STARTSWITH ''",
+             # a `+` operand scans whole before the token after it is looked at: its own errors stand
+             "+9223372036854775808 x", "+ +9223372036854775808 z", "+ (a x)", "+ 'x' y", "+a b = 1",
+             "+9223372036854775808 EndsWith '5'"]
     cases = []
     texts = fixed + [gen.selector() for _ in range(N_EXPRESSIONS)]
     for i, text in enumerate(texts):
