@@ -228,10 +228,11 @@ class ExpressionForRetryMessageFilter(ExpressionMessageFilter):
 
 def make_filter(subscription: Subscription | None, filter_data: ConsumerFilterData | None,
                 manager: ConsumerFilterManager, filter_support_retry: bool = False,
-                version: str | tuple[int, ...] = "5.3.3") -> ExpressionMessageFilter:
-    """The filter PullMessageProcessor builds: the retry variant when `filterSupportRetry` is on."""
+                version: str | tuple[int, ...] | None = None) -> ExpressionMessageFilter:
+    """The filter PullMessageProcessor builds: the retry variant when `filterSupportRetry` is on, following the
+    rules of `version` (default: the release the registry keeps its rules for)."""
     if filter_support_retry:
-        return ExpressionForRetryMessageFilter(subscription, filter_data, manager, version)
+        return ExpressionForRetryMessageFilter(subscription, filter_data, manager, version or manager.rules.version)
     return ExpressionMessageFilter(subscription, filter_data, manager.bloom_filter)
 
 

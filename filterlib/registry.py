@@ -3,6 +3,7 @@ release keeps them (`filterlib.brokerversion.registry_rules`: 5.3.3's, or 5.5.1'
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from filterlib.bloom import BloomFilter, BloomFilterData
-from filterlib.brokerversion import RegistryRules, registry_rules
+from filterlib.brokerversion import DEFAULT, RegistryRules, registry_rules
 from filterlib.errors import FilterError
 from filterlib.javalang import java_utf8_encode
 from filterlib.store import fastjson
@@ -32,15 +33,16 @@ def bloom_key(group: str, topic: str) -> str:
     return f"{group}#{topic}"
 
 
-def compile_filter(expression_type: str | None, expression: str | None) -> Any:
-    """`FilterFactory.INSTANCE.get(type).compile(expr)`: only the exact type "SQL92" has a compiler."""
+def compile_filter(expression_type: str | None, expression: str | None, version: str = DEFAULT) -> Any:
+    """`FilterFactory.INSTANCE.get(type).compile(expr)` in release `version`'s grammar: only the exact type "SQL92"
+    has a compiler."""
     if expression_type != SQL92_TYPE:
         raise FilterError(f"no filter SPI registered for type {expression_type!r}")
     if expression is None:
         raise FilterError("expression is null")
     from filterlib import sql92
 
-    return sql92.compile(expression)
+    return sql92.compile(expression, version=version)
 
 
 @dataclass
@@ -126,13 +128,13 @@ class ConsumerFilterManager:
 
     def __init__(self, max_error_rate: int = 20, expect_consumer_num: int = 32,
                  clean_time_span: int = MS_24_HOUR, clock: Callable[[], int] = now_ms,
-                 compiler: Compiler = compile_filter, rules: RegistryRules | None = None,
+                 compiler: Compiler | None = None, rules: RegistryRules | None = None,
                  topic_exists: Callable[[str], bool] | None = None, calc_bitmap: bool = True):
         self.bloom_filter = BloomFilter.create_by_fn(max_error_rate, expect_consumer_num)
         self.clean_time_span = clean_time_span
         self.clock = clock
-        self.compiler = compiler
         self.rules = rules or registry_rules()
+        self.compiler = compiler or functools.partial(compile_filter, version=self.rules.version)
         self.topic_exists = topic_exists
         self.calc_filter_bitmap = calc_bitmap
         self.filter_data_by_topic: dict[str, TopicFilters] = {}

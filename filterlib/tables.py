@@ -272,8 +272,12 @@ DELIVERED_MESSAGES = Table("delivered_messages_rows", "one row per message a gro
     *(MESSAGES.column(n) for n in ("tags", "keys", "properties")), *_cols(
         ("body", BIN, "the body, decompressed as the client does"),
         ("stored_body_size", INT, "the body's size as stored")),
-    *(MESSAGES.column(n) for n in ("store_size", "sys_flag", "flag", "born_timestamp", "born_host", "store_timestamp",
-                                   "store_host", "reconsume_times"))))
+    *(MESSAGES.column(n) for n in ("store_size", "sys_flag")), *_cols(
+        ("client_sys_flag", INT, "the sysFlag the consumer's message holds: `sys_flag` with the compressed bit "
+                                 "cleared by a 5.x client's decode, kept by a 4.9 client's (the dump's broker "
+                                 "release)")),
+    *(MESSAGES.column(n) for n in ("flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
+                                   "reconsume_times"))))
 
 GROUP_STATS = Table("group_stats", "one row per subscription", ("dump_id", "consumer_group", "topic",
                                                                 "subscription_index"), (

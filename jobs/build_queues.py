@@ -83,6 +83,7 @@ from jobs.decode_tasks import (
 from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
 from jobs.delta_io import replace_dump, table_path
 from jobs.faults import task_writes
+from jobs.progress import progress
 from jobs.runs import read_dump, record_run
 from jobs.schemas import spark_ddl, table_ddl
 
@@ -607,7 +608,7 @@ def _context(spark: SparkSession, inputs: Inputs, reg: RegistryLoad, summary: Su
                        int(inputs.defaults.get("batch_rows", 65536)), conf.enableConsumeQueueExt,
                        conf.enableCalcFilterBitMap, registry_spec(reg.registry), conf.enableMultiDispatch,
                        conf.enableLmq, inputs.bodies, target, _queue_target(spark, inputs, target),
-                       parquet_codec(spark), recovery.negative_size_fails, recovery.offset_in_file)
+                       parquet_codec(spark), recovery)
 
 
 @dataclass
@@ -631,7 +632,8 @@ def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: 
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
-    with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id):
+    with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id), \
+            progress(spark, log, f"decode and dispatch {len(tasks)} ranges (a task each)"):
         plans, splits = _plans(decoded[0])
     kept, dropped = _kept(splits, plans)
     valid = _valid_rows(decoded[0], plans)

@@ -301,8 +301,9 @@ def add_broker_version_arg(p: argparse.ArgumentParser, default_text: str) -> Non
     """The --broker-version flag both jobs have."""
     p.add_argument("--broker-version", metavar="X.Y.Z",
                    help=f"the RocketMQ release the dump's broker ran ({default_text}): rules that changed between "
-                        f"releases follow it (filterlib/brokerversion.py; 5.3.3 and 5.5.1 are held to their real "
-                        f"jars, 5.4.0 and 5.5.0 keep 5.3.3's filter registry)")
+                        f"releases follow it (filterlib/brokerversion.py; 4.9.7, 5.3.3 and 5.5.1 are held to their "
+                        f"real jars, 5.4.0 and 5.5.0 keep 5.3.3's filter registry, releases before 5.0.0 follow "
+                        f"4.9.7)")
 
 
 def broker_version_of(given: str | None, default: str = brokerversion.DEFAULT) -> str:

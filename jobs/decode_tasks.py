@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filterlib.brokerversion import DEFAULT, RecoveryRules, recovery_rules
 from filterlib.rebuild.dispatch import CQ_SCHEMA, Dispatcher, registry_from_spec
 from filterlib.rebuild.export import QueueGap, QueueWriter
 from filterlib.rebuild.verify import diff_batch, read_dump_queue
@@ -99,14 +100,14 @@ class TaskContext:
     whose units are placed over whole queues); None: the units go to Spark."""
     compression: str = "snappy"
     """The Parquet codec of those files (the session's spark.sql.parquet.compression.codec, in pyarrow's words)."""
-    negative_size_fails: bool = False
-    offset_in_file: bool = False
+    recovery: RecoveryRules = dataclasses.field(default_factory=lambda: recovery_rules(DEFAULT))
+    """The release's per-record recovery checks (`brokerversion.recovery_rules`)."""
 
     def options(self) -> ScanOptions:
         """The scan options of every task (the release's recovery checks: `brokerversion.recovery_rules`)."""
-        return ScanOptions(check_crc=self.check_crc, want_body=True if self.bodies else COMPRESSED_ONLY,
-                           batch_rows=self.batch_rows, delay_levels=list(self.delay_levels),
-                           negative_size_fails=self.negative_size_fails, offset_in_file=self.offset_in_file)
+        return ScanOptions.of(self.recovery, check_crc=self.check_crc,
+                              want_body=True if self.bodies else COMPRESSED_ONLY, batch_rows=self.batch_rows,
+                              delay_levels=list(self.delay_levels))
 
 
 _dispatchers: dict[str, Dispatcher] = {}
@@ -118,7 +119,7 @@ def _dispatcher(ctx: TaskContext) -> Dispatcher:
     if key not in _dispatchers:
         _dispatchers.clear()
         _dispatchers[key] = Dispatcher(registry_from_spec(ctx.registry), ctx.ext, ctx.calc_bitmap,
-                                       ctx.multi_dispatch, ctx.lmq)
+                                       ctx.multi_dispatch, ctx.lmq, ctx.registry.get("version", DEFAULT))
     return _dispatchers[key]
 
 

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from filterlib import brokerversion
 from filterlib.errors import StoreFormatError
 from filterlib.replay.explain import evaluated_filter, explain
 from filterlib.store.bodies import StoredBody, read_stored
@@ -125,6 +126,12 @@ def _dump_id(spark: SparkSession, inputs: Inputs) -> str:
     return ids[0]
 
 
+def _broker_version(spark: SparkSession, inputs: Inputs, dump_id: str) -> str:
+    """The release job 1 replayed the dump as (its `dumps` row), whose SQL92 grammar explain reads selectors in."""
+    rows = _table(spark, inputs, "dumps", dump_id).select("broker_version").collect()
+    return (rows[0].broker_version if rows else None) or brokerversion.DEFAULT
+
+
 def answer(spark: SparkSession, inputs: Inputs) -> Answer:
     """Look the message and the group's decisions up and put them in words."""
     from pyspark.sql import functions as F
@@ -168,6 +175,7 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
         rows = rows[:MAX_MESSAGES]
     filters = {(r.topic, r.consumer_group): r.asDict() for r in _table(spark, inputs, "consumer_filters", dump_id)
                .where(F.col("consumer_group") == inputs.group).collect()}
+    version = _broker_version(spark, inputs, dump_id)
     by_offset = {r["commit_log_offset"]: r for r in rows}
     bodies = _body_lines(spark, inputs, dump_id, rows)
     decisions = [r.asDict() for r in row_forms.pull_decisions(spark, inputs.warehouse, dump_id,
@@ -188,7 +196,8 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
         for d in mine:
             sub = next(s for s in subs if s["subscription_index"] == d["subscription_index"])
             retry = evaluated_filter(d, m, filters)
-            out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m, retry)]
+            out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m, retry,
+                                                         version)]
     return out
 
 

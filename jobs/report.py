@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from filterlib import brokerversion, sql92
 from filterlib import tags as tagmod
 from filterlib import vocabulary as vocab
 from jobs import row_forms
@@ -241,7 +242,13 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
               "decisions": sum(int(g["units_scanned"] or 0) for g in groups),
               "delivered": sum(int(g["delivered"] or 0) for g in groups),
               "pulls": sum(int(g["pulls"] or 0) for g in groups)}
-    return {"dump_id": dump_id, "warehouse": warehouse,
+    version = next((r["broker_version"] for r in _rows(table("dumps").select("broker_version"))), None)
+    version = version or brokerversion.DEFAULT
+    grammar = [{"consumer_group": g["consumer_group"], "topic": g["topic"], "expression": g["expression"],
+                "note": note} for g in groups
+               if not tagmod.is_tag_type(g["subscription_type"]) and g["expression"] is not None
+               and (note := sql92.grammar_note(g["expression"], version)) is not None]
+    return {"dump_id": dump_id, "warehouse": warehouse, "broker_version": version, "grammar": grammar,
             "generated_at": generated_at or datetime.now(UTC).isoformat(timespec="seconds"),
             "totals": totals, "groups": groups, "collisions": collisions, "untagged": untagged,
             "sql_errors": sql_errors, "files": files, "bitmap": bitmap, "outcomes": [o for o, _, _ in OUTCOMES]}

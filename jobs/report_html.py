@@ -185,7 +185,8 @@ def _header(d: Mapping[str, Any]) -> str:
              ("subscriptions (pulled)", f"{num(t.get('subscriptions'))} ({num(t.get('pulled'))})"),
              ("decisions", num(t.get("decisions"))),
              ("delivered", num(t.get("delivered"))),
-             ("pulls", num(t.get("pulls")))]
+             ("pulls", num(t.get("pulls"))),
+             ("broker version", esc(d.get("broker_version") or ""))]
     cells = "".join(f'<div><dt>{esc(k)}</dt><dd data-total="{esc(k)}">{v}</dd></div>' for k, v in items)
     return (f'<h1>Filter replay report — dump <code id="dump-id">{esc(d["dump_id"])}</code></h1>'
             f'<p class="lead">Generated <time id="generated-at">{esc(d.get("generated_at"))}</time> from the Delta '
@@ -326,6 +327,18 @@ def _collisions(collisions: Sequence[Mapping[str, Any]], untagged: Sequence[Mapp
     return "".join(out)
 
 
+def _grammar(version: str | None, notes: Sequence[Mapping[str, Any]]) -> str:
+    if not notes:
+        return ""
+    out = ['<h2 id="grammar">Selectors this broker reads otherwise than 5.x</h2>',
+           f'<p class="lead">The dump was replayed as broker {esc(version)}, whose SQL92 grammar differs from '
+           "5.x's: these subscriptions were filtered as that broker reads them, not as they read on 5.x.</p>"]
+    out.append(table([("group", False), ("topic", False), ("selector", False), ("how it reads", False)],
+                     [[_td(n["consumer_group"]), _td(n["topic"]), f"<td><code>{esc(n['expression'])}</code></td>",
+                       _td(n["note"])] for n in notes], "grammar-table"))
+    return "".join(out)
+
+
 def _sql_errors(errors: Sequence[Mapping[str, Any]]) -> str:
     out = ['<h2 id="sql-errors">SQL92 evaluation errors by class and group</h2>',
            '<p class="lead">Units whose selector threw during evaluation (the broker logs and drops them): the Java '
@@ -423,6 +436,7 @@ def render(data: Mapping[str, Any]) -> str:
             'collisions</a> · <a href="#sql-errors">SQL errors</a> · <a href="#bitmap">bitmap question</a> · '
             '<a href="#files">files</a></nav>',
             _outcomes(groups), _bloom(groups), _collisions(data.get("collisions") or [], data.get("untagged") or []),
+            _grammar(data.get("broker_version"), data.get("grammar") or []),
             _sql_errors(data.get("sql_errors") or []), _bitmap(data.get("bitmap") or []),
             _files(data.get("files") or []),
             f"<footer>rocketmq-filter-replay · <code>python -m jobs.report</code> · dump {esc(data['dump_id'])} · "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from filterlib import tables
+from filterlib import brokerversion, tables
 from filterlib import vocabulary as vocab
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
 from filterlib.store.commitlog import COMPRESSED_FLAG
@@ -116,18 +116,22 @@ def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = No
     return rows.select(*tables.PULL_DECISIONS.names)
 
 
-def _stores(spark: SparkSession, warehouse: str, dump_id: str | None, store: str | None) -> dict[str, str]:
-    """{dump_id: store root} to read bodies from: `store` for the dump asked for, else job 1's dumps table."""
+def _dumps(spark: SparkSession, warehouse: str, dump_id: str | None,
+           store: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """{dump_id: store root} to read bodies from (`store` for the dump asked for, else job 1's dumps table) and
+    {dump_id: broker release} (job 1's dumps table; the default release where it has none)."""
     from pyspark.errors import AnalysisException
 
-    if store is not None and dump_id is not None:
-        return {dump_id: store}
     try:
-        dumps = _read(spark, warehouse, "dumps", dump_id)
-        found = {r.dump_id: r.store for r in dumps.select("dump_id", "store").collect()}
+        rows = _read(spark, warehouse, "dumps", dump_id).select("dump_id", "store", "broker_version").collect()
     except AnalysisException:
-        found = {}
-    return {k: store or v for k, v in found.items()}
+        rows = []
+    versions = {r.dump_id: r.broker_version or brokerversion.DEFAULT for r in rows}
+    if dump_id is not None:
+        versions.setdefault(dump_id, brokerversion.DEFAULT)
+    if store is not None and dump_id is not None:
+        return {dump_id: store}, versions
+    return {r.dump_id: store or r.store for r in rows}, versions
 
 
 def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None = None,
@@ -152,22 +156,24 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
         "sys_flag", "flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times")
     rows = decided.join(m, ["dump_id", "commit_log_offset"]).withColumn(
         "msg_id", F.coalesce("uniq_key", "offset_msg_id"))
-    stores = _stores(spark, warehouse, dump_id, store)
-    ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in rows.schema) + ", body binary"
-    out = rows.mapInArrow(_with_bodies(stores, store), ddl)
+    stores, versions = _dumps(spark, warehouse, dump_id, store)
+    keeps = {d for d, v in versions.items() if brokerversion.client_keeps_compressed_flag(v)}
+    ddl = (", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in rows.schema)
+           + ", body binary, client_sys_flag int")
+    out = rows.mapInArrow(_with_bodies(stores, store, keeps), ddl)
     return out.select(*tables.DELIVERED_MESSAGES.names)
 
 
-def _with_bodies(stores: dict[str, str], store: str | None):
-    """mapInArrow: each delivered message's body as the consumer gets it (stored ones inflated where compressed,
-    missing ones read from the dump)."""
+def _with_bodies(stores: dict[str, str], store: str | None, keeps: set[str]):
+    """mapInArrow: each delivered message's body and sysFlag as the consumer gets them (stored bodies inflated where
+    compressed, missing ones read from the dump; `keeps`: the dumps whose client keeps the compressed flag)."""
     from filterlib.store import fs as sfs
 
     remote = sfs.snapshot()
 
     def run(batches):
         from filterlib.store.bodies import read_bodies
-        from filterlib.store.compression import decompress_body
+        from filterlib.store.compression import client_sys_flags, decompress_body
         from filterlib.store.storedir import StoreDir
 
         sfs.install(remote)
@@ -196,6 +202,10 @@ def _with_bodies(stores: dict[str, str], store: str | None):
                 bodies = pa.array(values, pa.binary())
             cols = {n: b.column(n) for n in b.schema.names}
             cols["body"] = bodies
+            kept = np.isin(np.asarray(b.column("dump_id").to_pylist(), dtype=object), list(keeps))
+            sizes = np.asarray(b.column("stored_body_size").fill_null(0).to_numpy(zero_copy_only=False))
+            cols["client_sys_flag"] = pa.array(np.where(kept, client_sys_flags(flags, sizes, True),
+                                                        client_sys_flags(flags, sizes, False)).astype(np.int32))
             yield pa.RecordBatch.from_pydict(cols)
 
     return run

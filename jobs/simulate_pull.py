@@ -76,6 +76,7 @@ from jobs.cli import (
 from jobs.delta_files import commit_dump, file_target
 from jobs.delta_io import replace_dump, table_path
 from jobs.faults import task_writes
+from jobs.progress import progress
 from jobs.pull_tasks import (
     COUNT,
     DETAIL,
@@ -646,7 +647,8 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     mine = F.col("subscription_index") < len(planned.plans)
     spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
                                          f"{' and write their files' if ctx.targets else ''}")
-    with task_writes("pull_decisions", table_path(inputs.warehouse, "pull_decisions"), inputs.dump_id):
+    with task_writes("pull_decisions", table_path(inputs.warehouse, "pull_decisions"), inputs.dump_id), \
+            progress(spark, log, f"replay {summary.queues} queues"):
         small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
             "kind", "subscription_index", "counts", "file").collect()
     pieces = [r.counts for r in small if r.kind == PIECE]

@@ -466,6 +466,53 @@ def client_decode_scenario(seed: int, n_messages: int = 90) -> dict:
     }
 
 
+GRAMMAR_EXPRS = {"G_CONTAINS": "name CONTAINS 'ab'", "G_AFFIX": "name STARTSWITH 'ab' OR name ENDSWITH 'yz'",
+                 "G_AND": "a > 1 AND name CONTAINS 'b'", "G_GT": "a > 2"}
+"""Selectors a 4.9 broker reads otherwise than 5.x (CONTAINS, STARTSWITH, ENDSWITH from 5.1.3), and one alike."""
+
+
+def grammar_scenario(seed: int, ext: bool, n_messages: int = 80) -> dict:
+    """The selectors of GRAMMAR_EXPRS registered before the first message (the bloom layer live when `ext`: ext
+    units and CalcBitMap on, else both off), `name` values that contain, start and end with the searched text,
+    compressed bodies among plain ones, and with filterSupportRetry retry records of G_CONTAINS and a `*`
+    subscription to its retry topic (4.9 filters that one with G_CONTAINS's selector, 5.x passes every TAG one)."""
+    rng = random.Random(seed)
+    names = ["abc", "xaby", "zzyz", "ab", "yz", "b", "", "abyz", "nothing", None]
+    events: list[dict] = [{"kind": "register", "group": g, "topic": TOPIC, "expression": e, "clientVersion": 1}
+                          for g, e in GRAMMAR_EXPRS.items()]
+    for i in range(n_messages):
+        m = {"kind": "message", "id": f"m{i}", "topic": TOPIC, "queueId": i % 2, "bornTimestamp": BORN_BASE + i,
+             "bornHost": _host(rng, rng.random() < 0.3), "tags": rng.choice(["TagA", "TagB", "TagC"]),
+             "body": f"message {i} " + "z" * rng.randint(0, 300)}
+        props = {"a": str(rng.randrange(5))}
+        name = rng.choice(names)
+        if name is not None:
+            props["name"] = name
+        m["props"] = props
+        c = rng.choice(COMPRESS)
+        if c is not None:
+            m["compress"] = c
+        if rng.random() < 0.15:
+            m["retry"] = {"group": "G_CONTAINS", "originalTopic": TOPIC}
+            m["reconsumeTimes"] = 1
+        events.append(m)
+    subs = [{"group": g, "topic": TOPIC, "type": "SQL92", "expression": e} for g, e in GRAMMAR_EXPRS.items()]
+    subs += [{"group": "G_POSTED", "topic": TOPIC, "type": "SQL92", "expression": GRAMMAR_EXPRS["G_AFFIX"],
+              "path": "posted"},
+             {"group": "G_TAG", "topic": TOPIC, "type": "TAG", "expression": "TagA || TagB", "batchSize": 8},
+             {"group": "G_CONTAINS", "topic": "%RETRY%G_CONTAINS", "type": "TAG", "expression": "*"}]
+    return {
+        "broker": {"enableConsumeQueueExt": ext, "enableCalcFilterBitMap": ext, "enablePropertyFilter": True,
+                   "filterSupportRetry": True},
+        "store": {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 400,
+                  "mappedFileSizeConsumeQueueExt": 1024},
+        "topics": [{"name": TOPIC, "readQueueNums": 2, "writeQueueNums": 2}],
+        "groups": [*GRAMMAR_EXPRS, "G_POSTED", "G_TAG"],
+        "events": events,
+        "subscriptions": subs,
+    }
+
+
 def lmq_scenario(seed: int, n_messages: int = 80) -> dict:
     """enableMultiDispatch and enableLmq: messages whose INNER_MULTI_DISPATCH names light message queues
     (`%LMQ%...`, queue 0, offsets assigned by the broker) and a plain queue name (no offset: no dispatch), with

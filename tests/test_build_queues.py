@@ -489,8 +489,8 @@ def test_verify_names_each_tampered_unit_and_field(spark, tag_run, warehouse, tm
     assert "5 differences in 3 queues" in text and "5 unexplained" in text
 
 
-def _harness_run(sc: dict, tmp_path_factory) -> dict:
-    out = refharness.write_store(sc)
+def _harness_run(sc: dict, tmp_path_factory, version: str = refharness.DEFAULT_VERSION) -> dict:
+    out = refharness.write_store(sc, version)
     report = json.loads((out / "report.json").read_text())
     conf = broker_conf(tmp_path_factory.mktemp("conf") / "broker.conf", report["broker"], report["store"])
     return {"out": out, "store": str(out / "store"), "report": report, "conf": conf, "scenario": sc,
@@ -620,23 +620,39 @@ def test_export_and_verify_without_ext(spark, warehouse, tmp_path, tmp_path_fact
     assert diff_rows(spark, warehouse, "varied2") == []
 
 
-def test_multi_dispatch_units_equal_the_brokers_lmq_queues(spark, warehouse, tmp_path, tmp_path_factory) -> None:
+@pytest.mark.parametrize("version", ["5.3.3", "4.9.7"])
+def test_multi_dispatch_units_equal_the_brokers_lmq_queues(spark, warehouse, tmp_path, tmp_path_factory,
+                                                           version) -> None:
     """lmq_scenario runs the broker with enableMultiDispatch and enableLmq: every light message queue it wrote
     (consumequeue/%LMQ%.../0, plain tagsCodes, no ext units) is exported byte for byte beside the topics' own
-    queues, verify finds no difference, and the consume_queue table holds each LMQ unit at its queue offset."""
-    run = _harness_run(scenarios.lmq_scenario(5), tmp_path_factory)
+    queues, verify finds no difference, and the consume_queue table holds each LMQ unit at its queue offset. Job 1
+    detects the release: 5.3.3 skips retry, system and delayed records and names holding "/", while 4.9.7 dispatches
+    every record to every queue named, plain names under the record's queue id. A name holding "/" nests its
+    directories (consumequeue/%LMQ%orders/eu/0), which the broker's load skips (queue id "eu" is not a number): verify
+    finds exactly those units missing from the dump's loadable queues."""
+    run = _harness_run(scenarios.lmq_scenario(5), tmp_path_factory, version)
     export = tmp_path / "export"
-    s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--dump-id", "lmq",
+    name = f"lmq_{version.replace('.', '_')}"
+    s = run_job(spark, run["store"], warehouse, "--broker-conf", run["conf"], "--dump-id", name,
                 "--split-bytes", "3000", "--export-cq", str(export), "--verify")
+    assert any(line.startswith(f"broker version {version} (detected") for line in s.lines())
     broker = _broker_queue_files(run["store"], ext=True)
     lmq_files = [k for k in broker if k.startswith("consumequeue/%LMQ%")]
     assert len(lmq_files) >= 4 and _tree(export) == broker
     assert not [k for k in broker if k.startswith("consumequeue_ext/%LMQ%")]
-    assert s.verify.differences == 0 and diff_rows(spark, warehouse, "lmq") == []
+    nested = {k: sum(int.from_bytes(v[i + 8:i + 12], "big") > 0 for i in range(0, len(v), 20))  # units of size > 0
+              for k, v in broker.items() if k.count("/") > 3}  # consumequeue/<a>/<b>/<qid>/<file>
+    diffs = diff_rows(spark, warehouse, name)
+    assert s.verify.differences == len(diffs) == sum(nested.values())
+    assert {(d["topic"], d["kind"]) for d in diffs} == \
+        {(k.split("/", 1)[1].rsplit("/", 2)[0], "missing") for k in nested}
+    assert (version == "4.9.7") == bool(nested)
     own = sum(r["cq"] is not None for r in run["listing"]["records"])
-    units = read_dump(spark, warehouse, "consume_queue", "lmq").where("topic like '%LMQ%%'").collect()
-    assert s.units == own + len(units) and len(units) > 40
+    units = read_dump(spark, warehouse, "consume_queue", name).where("topic like '%LMQ%%'").collect()
+    assert len(units) > 40
     assert {u.queue_id for u in units} == {0} and all(u.msg_store_time is None for u in units)
+    others = s.units - own - len(units)  # multi-dispatch units in queues that are not %LMQ%
+    assert others == 0 if version == "5.3.3" else others > 0
 
 
 def test_queue_writer_streams_the_bytes_encode_queue_makes(tmp_path) -> None:

@@ -309,7 +309,9 @@ def test_every_config_file_round_trips_in_its_releases_dialect(version):
     # the layout tells the release apart (one of brokerversion.detect's marks)
     for p in files:
         assert fastjson.written_dialect(p.read_text(encoding="utf-8")) in (dialect, None), p.name
-    assert fastjson.written_dialect((out / "store" / "config" / "topics.json").read_text(encoding="utf-8")) == dialect
+    # 5.x's topic table holds empty objects (`attributes`), whose layout tells the dialects apart; 4.9.7's has none
+    topics_dialect = fastjson.written_dialect((out / "store" / "config" / "topics.json").read_text(encoding="utf-8"))
+    assert topics_dialect == (None if version == "4.9.7" else dialect)
     mark = releasemarks._fastjson2(StoreDir(str(out / "store")))
     assert (mark is not None and mark.since == "5.4.0") == (version == "5.5.1")
 

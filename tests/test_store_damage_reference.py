@@ -267,7 +267,7 @@ def test_scan_mode_walks_undamaged_store_to_its_blanks(version):
 
 def _compare(path: str, base: int, ref: dict, what: str, version: str) -> str:
     rules = recovery_rules(version)
-    batches, acc = decode_file(path, ScanOptions(check_crc=True, negative_size_fails=rules.negative_size_fails))
+    batches, acc = decode_file(path, ScanOptions.of(rules, check_crc=True))
     got = [p - base for b in batches for p in b.column("position").to_pylist()]
     ctx = f"{path}: {what}; broker {ref['kind']} at {ref['stop']} (size {ref['stopMsgSize']}), filterlib " \
           f"{acc.end_kind} at {acc.valid_end} {acc.damage}"
@@ -304,3 +304,20 @@ def test_damaged_files_match_broker_recovery_walk(compared):
     assert not failures, f"{len(failures)} of {len(variants)} disagree:\n" + "\n".join(failures[:40])
     # the damage kinds must all be exercised, or the comparison proves little
     assert kinds.get("invalid", 0) > N_VARIANTS // 3 and kinds.get("blank", 0) > 20 and kinds.get("end", 0) > 10, kinds
+
+
+def test_a_49_walk_takes_a_v2_record_for_an_illegal_magic():
+    """A 5.3.3 commit log holding magic-v2 records (topics over 127 bytes) walked by the real 4.9.7 recovery check:
+    it stops at the first v2 record as an illegal magic, where 5.3.3 reads on; filterlib's scan with each release's
+    rules stops where that release's walk does."""
+    d = refharness.write_store(scenarios.varied_scenario(1), "5.3.3") / "store" / "commitlog"
+    names = sorted(n for n in os.listdir(d) if cl.is_mapped_file_name(n))
+    payload = {"files": [{"path": str(d / n), "base": int(n)} for n in names], "checkCRC": True}
+    kinds = {}
+    for version in ("4.9.7", "5.3.3"):
+        res = json.loads((refharness.run("scan", payload, version=version) / "output.json").read_text(
+            encoding="utf-8"))["results"]
+        kinds[version] = [r["kind"] for r in res]
+        for n, r in zip(names, res, strict=True):
+            _compare(str(d / n), int(n), r, "a 5.3.3 file", version)
+    assert "invalid" in kinds["4.9.7"] and "invalid" not in kinds["5.3.3"], kinds

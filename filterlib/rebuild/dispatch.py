@@ -37,12 +37,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filterlib.bloom import BloomFilter, BloomFilterData
+from filterlib.brokerversion import DEFAULT, lmq_dispatch_skips, registry_rules
 from filterlib.engine import Engine
 from filterlib.engine.columns import MISSING, extract_properties
 from filterlib.engine.queue_layer import ext_bitmaps
 from filterlib.javalang import java_is_blank, java_parse_int, java_split
 from filterlib.message_filter import RETRY_GROUP_TOPIC_PREFIX
-from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, TopicFilters, bloom_key, compile_filter
+from filterlib.registry import ConsumerFilterData, ConsumerFilterManager, TopicFilters, bloom_key
 from filterlib.store.commitlog import (
     SCHEDULE_TOPIC,
     TRANSACTION_COMMIT_TYPE,
@@ -105,11 +106,12 @@ class Dispatcher:
     """Consume-queue units of decoded batches under one broker setting and one (final) filter registry."""
 
     def __init__(self, registry: ConsumerFilterManager | None, ext: bool, calc_bitmap: bool,
-                 multi_dispatch: bool = False, lmq: bool = False):
+                 multi_dispatch: bool = False, lmq: bool = False, version: str = DEFAULT):
         self.registry = registry
         self.ext = ext
         self.multi_dispatch = multi_dispatch
         self.lmq = lmq
+        self.lmq_skips = lmq_dispatch_skips(version)
         self.calc_bitmap = calc_bitmap and ext and registry is not None
         self.stats = DispatchStats()
         self._topics: dict[str, _TopicFilters | None] = {}
@@ -169,9 +171,10 @@ class Dispatcher:
         String.split) gets a unit asking for the offset in the same place of INNER_MULTI_QUEUE_OFFSET (where it
         lands is `append_positions`' rule, over the whole queue): the record's commit log offset, size and plain
         tagsCode, never an ext unit; queue id 0 for a `%LMQ%` queue under enableLmq,
-        else the record's. Not for %RETRY% topics, rmq_sys_* topics or SCHEDULE_TOPIC_XXXX; nothing when either
-        property is blank or the two lists differ in length; a name holding "/" is skipped. An offset Long.parseLong
-        refuses stops the record's list there (the broker's dispatch throws; job 1 goes on).
+        else the record's. From 5.0.0 (`brokerversion.lmq_dispatch_skips`) not for %RETRY% topics, rmq_sys_* topics
+        or SCHEDULE_TOPIC_XXXX, and a name holding "/" is skipped (4.9.x dispatches them all); nothing when either
+        property is blank or the two lists differ in length. An offset Long.parseLong refuses stops the record's
+        list there (the broker's dispatch throws; job 1 goes on).
         """
         if not self.multi_dispatch or not batch.num_rows:
             return None
@@ -186,8 +189,8 @@ class Dispatcher:
         names_all, offsets_all = names_col.pylist(), offsets_col.pylist()
         src, out_topic, out_qid, out_offset = [], [], [], []
         for i, topic in zip(rows.tolist(), topics, strict=True):
-            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(SYSTEM_TOPIC_PREFIX) or \
-                    topic == SCHEDULE_TOPIC:
+            if self.lmq_skips and (topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(SYSTEM_TOPIC_PREFIX)
+                                   or topic == SCHEDULE_TOPIC):
                 continue
             names, offsets = names_all[names_col.codes[i]], offsets_all[offsets_col.codes[i]]
             if java_is_blank(names) or java_is_blank(offsets):
@@ -196,7 +199,7 @@ class Dispatcher:
             if len(names) != len(offsets):
                 continue
             for name, text in zip(names, offsets, strict=True):
-                if "/" in name:
+                if self.lmq_skips and "/" in name:
                     continue
                 offset = java_parse_int(text, 64)
                 if offset is None:
@@ -285,18 +288,19 @@ def append_positions(asked: np.ndarray) -> np.ndarray:
 
 def registry_spec(registry: ConsumerFilterManager) -> dict:
     """The registry as plain data (bloom f and n, every record's fastjson bean) for shipping to other processes."""
-    return {"f": registry.bloom_filter.f, "n": registry.bloom_filter.n,
+    return {"f": registry.bloom_filter.f, "n": registry.bloom_filter.n, "version": registry.rules.version,
             "records": [[topic, group, d.to_json()] for topic, tf in registry.filter_data_by_topic.items()
                         for group, d in tf.groups.items()]}
 
 
 def registry_from_spec(spec: dict) -> ConsumerFilterManager:
-    """Rebuild a registry from `registry_spec`: the same records (times kept as given), each compiled again."""
-    m = ConsumerFilterManager(spec["f"], spec["n"])
+    """Rebuild a registry from `registry_spec`: the same records (times kept as given), each compiled again in the
+    grammar of the registry's release."""
+    m = ConsumerFilterManager(spec["f"], spec["n"], rules=registry_rules(spec.get("version", DEFAULT)))
     for topic, group, obj in spec["records"]:
         d = ConsumerFilterData.from_json(obj)
         try:
-            d.compiled = compile_filter(d.expression_type, d.expression)
+            d.compiled = m.compiler(d.expression_type, d.expression)
         except Exception as exc:  # kept uncompiled, as the broker's load keeps it
             d.compile_error = exc
         m.filter_data_by_topic.setdefault(topic, TopicFilters(obj.get("topic"))).groups[group] = d

@@ -77,9 +77,11 @@ def evaluated_filter(d: Row, message: Row | None, filters: Mapping[tuple[str, st
     return filters.get((real, d["consumer_group"])) if real is not None else None
 
 
-def commit_log_words(d: Row, sub: Row, message: Row | None, retry_filter: Row | None = None) -> str:
+def commit_log_words(d: Row, sub: Row, message: Row | None, retry_filter: Row | None = None,
+                     version: str = sql92.DEFAULT_VERSION) -> str:
     """The commit-log layer in words: the SQL92 value and the property values it came from (on a retry topic, of
-    the original topic's registered filter, `evaluated_filter`, where that is what was evaluated)."""
+    the original topic's registered filter, `evaluated_filter`, where that is what was evaluated), read in the
+    grammar of the dump's broker `version`."""
     if d["layer"] == vocab.CONSUME_QUEUE:
         return "not reached: the consume-queue layer dropped the unit"
     sql = d.get("sql_value")
@@ -92,7 +94,7 @@ def commit_log_words(d: Row, sub: Row, message: Row | None, retry_filter: Row | 
     if retry_filter is not None and retry_filter.get("expression") is not None:
         expr = retry_filter["expression"]
     try:
-        names = sql92.compile(expr).referenced_properties
+        names = sql92.compile(expr, version=version).referenced_properties
     except FilterError:
         names = frozenset()
     props = message["properties"] if message else None
@@ -118,15 +120,21 @@ def client_words(d: Row) -> str:
     return _CLIENT_WORDS.get(d["reason"], d["reason"])
 
 
-def explain(d: Row, sub: Row, filt: Row | None, message: Row | None, retry_filter: Row | None = None) -> list[str]:
+def explain(d: Row, sub: Row, filt: Row | None, message: Row | None, retry_filter: Row | None = None,
+            version: str = sql92.DEFAULT_VERSION) -> list[str]:
     """Every layer's decision for one scanned unit, in the order the broker and client apply them (`retry_filter`:
-    the original topic's filter a retry topic's unit was evaluated with, `evaluated_filter`)."""
+    the original topic's filter a retry topic's unit was evaluated with, `evaluated_filter`; `version`: the release
+    the dump was replayed as, whose grammar may read the selector otherwise than 5.x)."""
     head = (f"{d['consumer_group']} on {d['topic']} queue {d['queue_id']} offset {d['queue_offset']} "
             f"(commit log offset {d['commit_log_offset']}): {d['outcome']}, decided by the {d['layer']} layer"
             f"{' — a bloom false positive' if d['bloom_false_positive'] else ''}")
     lines = [head, f"  subscription: {sub['subscription_type']} `{sub['expression']}` ({sub['path']}, from "
                    f"{sub['source']}); pulled by pull #{d['pull_index']} of this queue"]
     lines.append(f"  1. consume queue: {consume_queue_words(d, sub, filt, message)}")
-    lines.append(f"  2. commit log: {commit_log_words(d, sub, message, retry_filter)}")
+    if not tags.is_tag_type(sub["subscription_type"]) and sub["expression"] is not None:
+        note = sql92.grammar_note(sub["expression"], version)
+        if note is not None:
+            lines.append(f"  note: {note}")
+    lines.append(f"  2. commit log: {commit_log_words(d, sub, message, retry_filter, version)}")
     lines.append(f"  3. client: {client_words(d)}")
     return lines

@@ -15,7 +15,7 @@ from filterlib.errors import FilterEvaluationError, FilterSyntaxError
 from filterlib.sql92.expression import Sql92Expression
 from filterlib.sql92.parser import parse
 
-__all__ = ["compile", "Sql92Expression", "FilterSyntaxError", "FilterEvaluationError", "CACHE_SIZE"]
+__all__ = ["compile", "grammar_note", "Sql92Expression", "FilterSyntaxError", "FilterEvaluationError", "CACHE_SIZE"]
 
 # RocketMQ caches 100 parse results (expression or exception) per exact text; a larger cache changes nothing
 # observable because parsing is deterministic.
@@ -62,3 +62,27 @@ def compile(text: str, *, version: str = DEFAULT_VERSION) -> Sql92Expression:  #
     if isinstance(hit, FilterSyntaxError):
         raise hit.with_traceback(None)
     return hit
+
+
+def _reading(text: str, version: str) -> str:
+    """How one release reads a selector, in words: the part it parses, or that it refuses it."""
+    try:
+        e = compile(text, version=version)
+    except FilterSyntaxError as err:
+        return f"refuses it ({err})"
+    if e.ignored_position is None:
+        return "parses all of it"
+    return f"reads only `{text[:e.ignored_position].strip()}` and ignores `{e.ignored_text.strip()}`"
+
+
+def grammar_note(text: str, version: str) -> str | None:
+    """Words for a selector that a broker of `version` reads otherwise than a 5.x broker (from 5.1.3) does, None
+    when both read it alike: before 5.1.3 CONTAINS, STARTSWITH and ENDSWITH are plain identifiers and the parser stops
+    where they stand, so `name CONTAINS 'ab'` is `name` alone (a string as a boolean: never TRUE)."""
+    if _has_5_1_3_keywords(version):
+        return None
+    old, new = _reading(text, version), _reading(text, DEFAULT_VERSION)
+    if old == new:
+        return None
+    return (f"on a {version} broker SQL92 `{text}` means something else than on 5.x: {version} {old}, while 5.1.3 "
+            f"and later {new} (CONTAINS, STARTSWITH and ENDSWITH come in 5.1.3)")

@@ -60,6 +60,9 @@ ST_NOT_FOUND = 105
 CHECK_CRC = 1  # checkCRCOnRecover: the body CRC
 NEGATIVE_SIZE_FAILS = 2  # 5.5.1: TOTALSIZE < 0 fails before the magic code is read
 OFFSET_IN_FILE = 4  # 5.5.0 on, recovery after a crash with checkCommitLogOffsetOnRecover: PHYSICALOFFSET in the file
+NO_SIZE_BEFORE_MAGIC = 8  # before 5.3.3: no remaining-bytes checks before the magic (a BLANK ends the file whatever
+#                           its TOTALSIZE; a message running past the file still fails, when its fields run out)
+V1_MAGIC_ONLY = 16  # 4.x: only MESSAGE_MAGIC_CODE is a message (the v2 magic is illegal)
 
 SCHEDULE_TOPIC = np.frombuffer(_cl.SCHEDULE_TOPIC.encode(), dtype=np.uint8).copy()
 HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8).copy()
@@ -127,7 +130,8 @@ def crc32(b, p, n, tab):
 
 @njit(cache=True)
 def check_record(b, p, at_eof, file_rem, checks, tab):
-    """Validate the record at p like checkMessageAndReturnSize (`checks`: CHECK_CRC | NEGATIVE_SIZE_FAILS bits).
+    """Validate the record at p like checkMessageAndReturnSize (`checks`: CHECK_CRC, NEGATIVE_SIZE_FAILS,
+    NO_SIZE_BEFORE_MAGIC and V1_MAGIC_ONLY bits).
 
     Returns (status, total, sysflag, body_off, body_len, topic_off, topic_len, props_off, props_len);
     status ST_OK, ST_BLANK, ST_NEED_MORE or a failure reason. file_rem = file bytes from p to the file's end.
@@ -144,7 +148,8 @@ def check_record(b, p, at_eof, file_rem, checks, tab):
     t4 = total - 4
     if t4 < -2147483648:
         t4 += 4294967296
-    if file_rem - 4 < t4:
+    exceeds = file_rem - 4 < t4
+    if exceeds and not checks & NO_SIZE_BEFORE_MAGIC:
         return ST_SIZE_EXCEEDS_FILE, -1, 0, 0, 0, 0, 0, 0, 0
     if file_rem < 8:
         return ST_FIELD_OUT_OF_BOUNDS, -1, 0, 0, 0, 0, 0, 0, 0
@@ -153,8 +158,10 @@ def check_record(b, p, at_eof, file_rem, checks, tab):
     magic = be32(b, p + 4)
     if magic == BLANK:
         return ST_BLANK, 0, 0, 0, 0, 0, 0, 0, 0
-    if magic != MAGIC_V1 and magic != MAGIC_V2:
+    if magic != MAGIC_V1 and (magic != MAGIC_V2 or checks & V1_MAGIC_ONLY):
         return ST_BAD_MAGIC, -1, 0, 0, 0, 0, 0, 0, 0
+    if exceeds:
+        return ST_SIZE_EXCEEDS_FILE, -1, 0, 0, 0, 0, 0, 0, 0
     if total < 0:
         return ST_LENGTH_MISMATCH, -1, 0, 0, 0, 0, 0, 0, 0
     # Everything below reads inside [p, p + limit): the file's end, or the buffer's (then NEED_MORE).

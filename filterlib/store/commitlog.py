@@ -166,10 +166,12 @@ class Record:
 
 
 def decode_record(buf: bytes | memoryview, pos: int, *, check_crc: bool = False,
-                  delay_levels: list[int] | None = None, negative_size_fails: bool = False
-                  ) -> tuple[int, int, Record | None]:
+                  delay_levels: list[int] | None = None, negative_size_fails: bool = False,
+                  size_before_magic: bool = True, v2_magic: bool = True) -> tuple[int, int, Record | None]:
     """Validate and decode the record at `pos` like checkMessageAndReturnSize (5.5.1's with negative_size_fails:
-    a negative TOTALSIZE fails before the magic code is read).
+    a negative TOTALSIZE fails before the magic code is read; before 5.3.3, without size_before_magic, the
+    remaining-bytes check waits for the magic, so a BLANK ends the file whatever its size; 4.x, without v2_magic,
+    takes the v2 magic for an illegal one).
 
     Returns (status, size, record): status OK with the record; OK with size 0 and None for a BLANK filler;
     otherwise a reason code (REASONS) with size -1.
@@ -182,15 +184,18 @@ def decode_record(buf: bytes | memoryview, pos: int, *, check_crc: bool = False,
     if negative_size_fails and total < 0:
         return NEGATIVE_TOTAL_SIZE, -1, None
     size_left = total - 4 if total - 4 >= -(1 << 31) else total - 4 + (1 << 32)  # Java int: totalSize - 4 wraps
-    if rem - 4 < size_left:
+    exceeds = rem - 4 < size_left
+    if exceeds and size_before_magic:
         return SIZE_EXCEEDS_FILE, -1, None
     if rem < 8:
         return FIELD_OUT_OF_BOUNDS, -1, None
     (magic,) = struct.unpack_from(">i", buf, pos + 4)
     if magic == BLANK_MAGIC_CODE:
         return OK, 0, None
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+    if magic != MESSAGE_MAGIC_CODE and (magic != MESSAGE_MAGIC_CODE_V2 or not v2_magic):
         return BAD_MAGIC, -1, None
+    if exceeds:
+        return SIZE_EXCEEDS_FILE, -1, None
     if total < 0:
         return LENGTH_MISMATCH, -1, None
     try:

@@ -38,6 +38,16 @@ def compression_type(sys_flag: int) -> str | None:
     return _TYPE_BY_BITS[bits]
 
 
+def client_sys_flags(sys_flags: np.ndarray, body_sizes: np.ndarray, keeps_compressed_flag: bool) -> np.ndarray:
+    """The sysFlag each delivered message holds after the client's `MessageDecoder.decode`, which inflates every
+    compressed body it delivers: 5.x clears COMPRESSED_FLAG with the inflate, so only where the body is not empty
+    (an empty body is never inflated); a 4.9 client keeps it (`brokerversion.client_keeps_compressed_flag`)."""
+    flags = np.asarray(sys_flags, dtype=np.int64)
+    if keeps_compressed_flag:
+        return flags
+    return np.where(np.asarray(body_sizes) > 0, flags & ~COMPRESSED_FLAG, flags)
+
+
 def sys_flag_for(ctype: str) -> int:
     """The sysflag bits a 4.9.4+ producer sets for a codec (COMPRESSED_FLAG | type)."""
     return COMPRESSED_FLAG | _BITS_BY_TYPE[ctype]

@@ -10,6 +10,11 @@ release's layout, so the newest mark found bounds the release from below.
   written by fastjson2 (`fastjson.written_dialect`).
 - 5.5.0: `StoreCheckpoint` writes `logicsPhysicalOffset` as a sixth long, at byte 40 of `checkpoint` (the file
   queues' flush sets it; 5.3.3 and 5.4.0 write bytes 0-39 only, the rest of the 4 KiB file stays zero).
+- 5.0.0 (`since_500`, told apart from 4.9.x only: every 5.x release before 5.4.0 follows 5.3.3's rules):
+  `TopicConfigManager` adds the system topics rmq_sys_REVIVE_LOG_<cluster> and rmq_sys_SYNC_BROKER_MEMBER_<broker> to
+  every topic table, `TopicConfig` carries `attributes` and `DataVersion` `stateVersion` (fastjson writes both
+  always), `SubscriptionGroupConfig` carries `groupRetryPolicy`; 4.9.7 has none of them. A 4.9 store (`pre_500`)
+  is a readable topic table with none of these.
 - 5.5.1: `ConsumerFilterManager` persists a SQL92 record without `bloomFilterData` when enableCalcFilterBitMap is
   off (every earlier release always generates it); `ConsumeQueueRocksDBStorage` no longer installs the Java
   `ConsumeQueueCompactionFilterFactory` on the RocksDB queues' default column family (5.3.3 to 5.5.0 do, and
@@ -130,6 +135,49 @@ MARKS: tuple[Callable, ...] = (_bloomless_filter, _rocksdb_queue_options, _check
 def marks(store) -> list[Mark]:
     """Every release mark the dump shows (a StoreDir), newest-release marks first."""
     return [m for f in MARKS if (m := f(store)) is not None]
+
+
+FIVE_ZERO_TOPICS = ("rmq_sys_REVIVE_LOG_", "rmq_sys_SYNC_BROKER_MEMBER_")
+
+
+def _config_root(store, name: str) -> dict | None:
+    """A config file's whole JSON object, None when absent or unreadable."""
+    try:
+        obj = store.config(name)
+    except StoreFormatError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def since_500(store) -> list[Mark]:
+    """What the dump's configs show that only a 5.x broker writes (5.0.0 on), in words; empty when nothing does."""
+    found = []
+    topics_obj = _config_root(store, "topics") or {}
+    topics = topics_obj.get("topicConfigTable")
+    if isinstance(topics, dict):
+        system = sorted(t for t in topics if t.startswith(FIVE_ZERO_TOPICS))
+        if system:
+            found.append(Mark("5.0.0", f"the topic table holds {system[0]} (a system topic every broker adds from "
+                                       f"5.0.0)"))
+        if any(isinstance(c, dict) and "attributes" in c for c in topics.values()):
+            found.append(Mark("5.0.0", "the topic table's entries carry `attributes` (TopicConfig from 5.0.0)"))
+    if isinstance(topics_obj.get("dataVersion"), dict) and "stateVersion" in topics_obj["dataVersion"]:
+        found.append(Mark("5.0.0", "topics.json's dataVersion carries `stateVersion` (DataVersion from 5.0.0)"))
+    groups = (_config_root(store, "subscriptionGroup") or {}).get("subscriptionGroupTable")
+    if isinstance(groups, dict) and any(isinstance(g, dict) and "groupRetryPolicy" in g for g in groups.values()):
+        found.append(Mark("5.0.0", "the subscription groups carry `groupRetryPolicy` (SubscriptionGroupConfig from "
+                                   "5.0.0)"))
+    return found
+
+
+def pre_500(store) -> str | None:
+    """Words for the dump's sign of a 4.x broker: a topic table none of whose entries shows what every 5.x broker
+    writes (`since_500`), None when the dump has no readable topic table or shows a 5.x mark."""
+    topics = _topic_table(store)
+    if not topics or since_500(store):
+        return None
+    return (f"the topic table ({len(topics)} topics) has no entry with `attributes` and none of the system topics "
+            f"rmq_sys_REVIVE_LOG_* or rmq_sys_SYNC_BROKER_MEMBER_*, which every 5.x broker writes")
 
 
 def pre_540(store) -> str | None:

@@ -73,6 +73,8 @@ class ScanOptions:
     check_crc: bool = False
     negative_size_fails: bool = False
     offset_in_file: bool = False
+    size_before_magic: bool = True
+    v2_magic: bool = True
     want_body: bool | str = True
     batch_rows: int = DEFAULT_BATCH_ROWS
     batch_bytes: int = 16 << 20
@@ -81,9 +83,18 @@ class ScanOptions:
 
     @property
     def checks(self) -> int:
-        """The kernels' per-record check bits (K.CHECK_CRC, K.NEGATIVE_SIZE_FAILS, K.OFFSET_IN_FILE)."""
+        """The kernels' per-record check bits (K.CHECK_CRC, K.NEGATIVE_SIZE_FAILS, K.OFFSET_IN_FILE,
+        K.NO_SIZE_BEFORE_MAGIC, K.V1_MAGIC_ONLY)."""
         return ((K.CHECK_CRC if self.check_crc else 0) | (K.NEGATIVE_SIZE_FAILS if self.negative_size_fails else 0)
-                | (K.OFFSET_IN_FILE if self.offset_in_file else 0))
+                | (K.OFFSET_IN_FILE if self.offset_in_file else 0)
+                | (0 if self.size_before_magic else K.NO_SIZE_BEFORE_MAGIC)
+                | (0 if self.v2_magic else K.V1_MAGIC_ONLY))
+
+    @classmethod
+    def of(cls, rules, **kwargs) -> ScanOptions:
+        """The options whose per-record checks are a release's recovery rules (`brokerversion.recovery_rules`)."""
+        return cls(negative_size_fails=rules.negative_size_fails, offset_in_file=rules.offset_in_file,
+                   size_before_magic=rules.size_before_magic, v2_magic=rules.v2_magic, **kwargs)
 
     def delay_table(self) -> np.ndarray:
         """delay_ms indexed by level (index 0 unused); its length - 1 is maxDelayLevel."""
