@@ -40,7 +40,7 @@ PROG = "report"
 log = job_logger(PROG)
 TABLES = {"group_stats": "jobs.simulate_pull", "pull_decisions": "jobs.simulate_pull",
           "messages": "jobs.build_queues", "consume_queue": "jobs.build_queues",
-          "consumer_filters": "jobs.build_queues", "dump_files": "jobs.build_queues"}
+          "consumer_filters": "jobs.build_queues", "dump_files": "jobs.build_queues", "dumps": "jobs.build_queues"}
 STATS_FIELDS = ["consumer_group", "topic", "subscription_index", "subscription_type", "expression", "path", "source",
                 "answer", "answer_remark", "answer_cause", "units_scanned", *(o.column for o in vocab.PIPELINE_ORDER),
                 "tag_collisions", "bloom_tested", "bloom_false_positives", "bloom_fp_rate", "configured_fp_rate",
