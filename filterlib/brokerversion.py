@@ -189,12 +189,12 @@ def detect(store) -> tuple[BrokerVersion | None, str]:
         tail = (f"; a {' or '.join(later)} broker can leave the same marks: pass --broker-version if it was one"
                 if later else "")
         return newest, "; ".join(said) + tail
-    four = releasemarks.pre_500(store)
+    five = releasemarks.since_500(store)
+    four = releasemarks.pre_500(store, five)
     if four is not None:
         return V4_9_7, four + " (a release before 5.0.0: 4.9.7's rules)"
     older = releasemarks.pre_540(store)
     if older is not None:
-        five = releasemarks.since_500(store)
         said = f"{five[0].text}, and " if five else ""
         return V5_3_3, said + older + " (a release before 5.4.0: 5.3.3's rules)"
     return None, NOTHING_TELLS

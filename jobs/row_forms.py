@@ -204,8 +204,7 @@ def _with_bodies(stores: dict[str, str], store: str | None, keeps: set[str]):
             cols["body"] = bodies
             kept = np.isin(np.asarray(b.column("dump_id").to_pylist(), dtype=object), list(keeps))
             sizes = np.asarray(b.column("stored_body_size").fill_null(0).to_numpy(zero_copy_only=False))
-            cols["client_sys_flag"] = pa.array(np.where(kept, client_sys_flags(flags, sizes, True),
-                                                        client_sys_flags(flags, sizes, False)).astype(np.int32))
+            cols["client_sys_flag"] = pa.array(client_sys_flags(flags, sizes, kept).astype(np.int32))
             yield pa.RecordBatch.from_pydict(cols)
 
     return run

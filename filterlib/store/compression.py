@@ -38,14 +38,15 @@ def compression_type(sys_flag: int) -> str | None:
     return _TYPE_BY_BITS[bits]
 
 
-def client_sys_flags(sys_flags: np.ndarray, body_sizes: np.ndarray, keeps_compressed_flag: bool) -> np.ndarray:
+def client_sys_flags(sys_flags: np.ndarray, body_sizes: np.ndarray, keeps_compressed_flag: bool | np.ndarray
+                     ) -> np.ndarray:
     """The sysFlag each delivered message holds after the client's `MessageDecoder.decode`, which inflates every
     compressed body it delivers: 5.x clears COMPRESSED_FLAG with the inflate, so only where the body is not empty
-    (an empty body is never inflated); a 4.9 client keeps it (`brokerversion.client_keeps_compressed_flag`)."""
+    (an empty body is never inflated); a 4.9 client keeps it (`keeps_compressed_flag`, per message or for all:
+    `brokerversion.client_keeps_compressed_flag`)."""
     flags = np.asarray(sys_flags, dtype=np.int64)
-    if keeps_compressed_flag:
-        return flags
-    return np.where(np.asarray(body_sizes) > 0, flags & ~COMPRESSED_FLAG, flags)
+    keep = np.asarray(keeps_compressed_flag) | (np.asarray(body_sizes) <= 0)
+    return np.where(keep, flags, flags & ~COMPRESSED_FLAG)
 
 
 def sys_flag_for(ctype: str) -> int:

@@ -54,12 +54,17 @@ def _rocksdbstore(store) -> Mark | None:
     return None
 
 
-def _topic_table(store) -> dict | None:
+def _config_root(store, name: str) -> dict | None:
+    """A config file's whole JSON object, None when absent or unreadable."""
     try:
-        table = store.config("topics")
+        obj = store.config(name)
     except StoreFormatError:
         return None
-    return table.get("topicConfigTable") if isinstance(table, dict) else None
+    return obj if isinstance(obj, dict) else None
+
+
+def _topic_table(store) -> dict | None:
+    return (_config_root(store, "topics") or {}).get("topicConfigTable")
 
 
 def _trans_topics(store) -> Mark | None:
@@ -140,15 +145,6 @@ def marks(store) -> list[Mark]:
 FIVE_ZERO_TOPICS = ("rmq_sys_REVIVE_LOG_", "rmq_sys_SYNC_BROKER_MEMBER_")
 
 
-def _config_root(store, name: str) -> dict | None:
-    """A config file's whole JSON object, None when absent or unreadable."""
-    try:
-        obj = store.config(name)
-    except StoreFormatError:
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
 def since_500(store) -> list[Mark]:
     """What the dump's configs show that only a 5.x broker writes (5.0.0 on), in words; empty when nothing does."""
     found = []
@@ -170,11 +166,11 @@ def since_500(store) -> list[Mark]:
     return found
 
 
-def pre_500(store) -> str | None:
-    """Words for the dump's sign of a 4.x broker: a topic table none of whose entries shows what every 5.x broker
-    writes (`since_500`), None when the dump has no readable topic table or shows a 5.x mark."""
+def pre_500(store, five: list[Mark]) -> str | None:
+    """Words for the dump's sign of a 4.x broker: a topic table, and none of what every 5.x broker writes (`five`,
+    what `since_500` found); None when the dump has no readable topic table or shows a 5.x mark."""
     topics = _topic_table(store)
-    if not topics or since_500(store):
+    if not topics or five:
         return None
     return (f"the topic table ({len(topics)} topics) has no entry with `attributes` and none of the system topics "
             f"rmq_sys_REVIVE_LOG_* or rmq_sys_SYNC_BROKER_MEMBER_*, which every 5.x broker writes")

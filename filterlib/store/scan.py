@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,9 @@ from filterlib.errors import StoreFormatError
 from filterlib.store import _kernels as K
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import REASONS, decode_record, is_mapped_file_name, parse_delay_levels
+
+if TYPE_CHECKING:
+    from filterlib.brokerversion import RecoveryRules
 
 SCHEMA = pa.schema([
     ("position", pa.int64()),
@@ -91,7 +95,7 @@ class ScanOptions:
                 | (0 if self.v2_magic else K.V1_MAGIC_ONLY))
 
     @classmethod
-    def of(cls, rules, **kwargs) -> ScanOptions:
+    def of(cls, rules: RecoveryRules, **kwargs) -> ScanOptions:
         """The options whose per-record checks are a release's recovery rules (`brokerversion.recovery_rules`)."""
         return cls(negative_size_fails=rules.negative_size_fails, offset_in_file=rules.offset_in_file,
                    size_before_magic=rules.size_before_magic, v2_magic=rules.v2_magic, **kwargs)
