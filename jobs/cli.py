@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from filterlib import brokerversion
+from filterlib import brokerversion, tables
 from filterlib.errors import StoreFormatError
 from filterlib.rebuild.dumpregistry import RegistryLoad, load_registry
 from filterlib.store import fs as sfs
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription, SubscriptionsError, load_subscriptions
-from jobs.delta_io import check_dump_id, warehouse_problem
+from jobs.delta_io import check_dump_id, layout_problem, warehouse_problem
 from jobs.faults import EXIT_BUSY, EXIT_FAULT, describe
 from jobs.runlock import DumpBusy, MarkerError, RunLock
 
@@ -198,6 +198,8 @@ def run_main(prog: str, prepare: Callable[[], Any], app_name: Callable[[Any], st
         said = None
         try:
             check_warehouse(spark, wh)
+            if break_lock is not None and wh is not None:
+                check_layout_of(spark, wh)
             if break_lock is not None and lock is None:
                 if resolve is not None:
                     inputs = resolve(spark, inputs)
@@ -251,6 +253,15 @@ def check_warehouse(spark: SparkSession, warehouse: str | None) -> None:
     connection refused, credentials rejected (jobs.delta_io.warehouse_problem). Needs the session: Delta reads and
     writes through Spark's Hadoop file systems, so this asks the same ones."""
     problem = warehouse_problem(spark, warehouse) if warehouse else None
+    if problem:
+        raise InputError(problem)
+
+
+def check_layout_of(spark: SparkSession, warehouse: str) -> None:
+    """InputError, before any work, when a table in the warehouse was laid out by a release before the tables were
+    partitioned by dump: the jobs write only partitioned tables (jobs.delta_io.layout_problem names the tables and
+    the upgrade command)."""
+    problem = layout_problem(spark, warehouse, tables.TABLES)
     if problem:
         raise InputError(problem)
 

@@ -4,7 +4,7 @@ Why: a table produced in Python tasks as Arrow costs 2.9-8 us per row through Sp
 -> Parquet) and 0.3-2 us through pyarrow's own writer (docs: /work/shared/performance-notes.md). So a task calls
 `write_part` (one snappy Parquet file under the table's directory, named uniquely, its Delta statistics computed
 from the Arrow data) and returns the plain dict it gives; the driver gathers the dicts and `commit_dump` makes ONE
-Delta commit per table that removes every file holding the dump's rows and adds the new ones.
+Delta commit per table that removes every file of the dump's partition and adds the new ones.
 
 Mechanism: delta-spark's own transaction (`DeltaLog.startTransaction` / `OptimisticTransaction.commit`) through
 py4j, the jar the sessions already load (pinned: io.delta:delta-spark_4.2_2.13:4.4.0, jobs.spark.DELTA_PACKAGE and
@@ -12,17 +12,16 @@ jars/pom.xml). Chosen over Delta Kernel's transaction API (4.4.0 jars on the cla
 public way to remove files by a predicate, and no schema merge) and over delta-rs (`deltalake`: another package
 to pin, another writer with its own protocol support, and no s3a:// URIs or Hadoop settings). The transaction is
 the one replaceWhere uses: the same log store for every Hadoop file system (s3a included), conflict detection
-(the transaction reads with the predicate `dump_id = '<id>'`; Delta checks other writers' added files against it
-per partition only, and the tables are not partitioned, so any concurrent commit to the table is a conflict, as
-for replaceWhere: jobs.faults makes it exit 3), checkpoints, protocol and metadata checks, and `DESCRIBE HISTORY`
-showing a WRITE with that predicate. The
-classes used (DeltaLog, OptimisticTransaction, Action.fromJson, AddFile.remove, DeltaOperations.Write) are
-delta-spark internals, not a public API: tests/test_delta_files.py holds them to the pinned release.
+(the transaction reads the dump's partition, `dump_id = '<id>'`; Delta checks other writers' added and removed
+files against that partition only, so runs of other dumps never conflict, and another writer of the same dump is
+a conflict: jobs.faults makes it exit 3), checkpoints, protocol and metadata checks, and `DESCRIBE HISTORY`
+showing a WRITE with that predicate. The classes used (DeltaLog, OptimisticTransaction, Action.fromJson,
+AddFile.remove, DeltaOperations.Write and CreateTable) are delta-spark internals, not a public API:
+tests/test_delta_files.py holds them to the pinned release.
 
-Which files hold the dump: each file this module adds carries the Delta tag `dump_id`; a file written by
-replaceWhere (no tag) is judged by its `dump_id` min/max statistics, and where those cannot tell (no statistics,
-or a truncated long id) by reading its `dump_id` column. A file holding this dump's rows and another's cannot be
-replaced whole: ValueError, never a partial replace.
+Which files hold the dump: the tables are partitioned by dump_id (jobs.delta_io.PARTITION), so the dump's files
+are the files of its partition directory, whichever writer (this module or replaceWhere) wrote them; the Parquet
+files themselves do not hold the column.
 """
 
 from __future__ import annotations
@@ -43,7 +42,16 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from jobs.delta_io import DUMP_TAG, STATS_PROPERTY, check_dump_id, holds_dump, retrying, table_path
+from jobs.delta_io import (
+    PARTITION,
+    STATS_PROPERTY,
+    check_dump_id,
+    check_layout,
+    ensure_table,
+    partition_dir,
+    stats_of,
+    table_path,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -195,30 +203,37 @@ def _batches(data: pa.Table | Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBat
     return data.to_batches() if isinstance(data, pa.Table) else data
 
 
+def _without_partition(options: dict[str, Any] | None) -> dict[str, Any]:
+    """pyarrow writer settings with the partition column taken out of their column lists (it is not in the file)."""
+    return {k: [c for c in v if c != PARTITION] if isinstance(v, list) else v for k, v in (options or {}).items()}
+
+
 def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch], schema: pa.Schema,
                stats_columns: Sequence[str] = (), compression: str = "snappy",
                options: dict[str, Any] | None = None) -> dict | None:
     """In a task: write one Parquet file (pyarrow, `compression`: snappy unless told; `options`: more
-    pq.ParquetWriter arguments, e.g. which columns get dictionaries and statistics) under the table directory with
-    a unique name; return a plain dict describing it (relative path, size, modification time, row count, Delta
-    stats JSON with min/max/nullCount of stats_columns), or None when there were no rows."""
+    pq.ParquetWriter arguments, e.g. which columns get dictionaries and statistics) under the dump's partition
+    directory with a unique name; return a plain dict describing it (path relative to the table, size,
+    modification time, row count, Delta stats JSON with min/max/nullCount of stats_columns), or None when there
+    were no rows. `schema` is the table's; the partition column (dump_id) is not written: its directory holds it."""
     fs = target.filesystem()
-    name = f"part-{uuid.uuid4()}-c000.{compression}.parquet"
-    path = posixpath.join(target.root, name) if target.kind != "local" else os.path.join(target.root, name)
-    stats = _Stats(schema, stats_columns)
+    rel = f"{partition_dir(target.dump_id)}/part-{uuid.uuid4()}-c000.{compression}.parquet"
+    path = posixpath.join(target.root, rel) if target.kind != "local" else os.path.join(target.root, rel)
+    file_schema = pa.schema([f for f in schema if f.name != PARTITION])
+    stats = _Stats(file_schema, stats_of(stats_columns))
     writer: pq.ParquetWriter | None = None
     try:
         for batch in _batches(batches):
             if batch.num_rows == 0:
                 continue
-            if batch.schema != schema:
-                batch = pa.RecordBatch.from_arrays([batch.column(n).cast(schema.field(n).type)
-                                                    for n in schema.names], schema=schema)
+            if batch.schema != file_schema:
+                batch = pa.RecordBatch.from_arrays([batch.column(n).cast(file_schema.field(n).type)
+                                                    for n in file_schema.names], schema=file_schema)
             if writer is None:
                 if target.kind == "local":
-                    os.makedirs(target.root, exist_ok=True)
-                writer = pq.ParquetWriter(path, schema, filesystem=fs, compression=compression,  # closes its stream
-                                          **(options or {}))
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                writer = pq.ParquetWriter(path, file_schema, filesystem=fs,  # the writer closes its stream
+                                          compression=compression, **_without_partition(options))
             writer.write_batch(batch)
             stats.add(batch)
     finally:
@@ -228,7 +243,7 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
         return None
     info = fs.get_file_info(path)
     mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else int(time.time() * 1000)
-    return {"table_uri": target.table_uri, "dump_id": target.dump_id, "path": name, "size": int(info.size),
+    return {"table_uri": target.table_uri, "dump_id": target.dump_id, "path": rel, "size": int(info.size),
             "modification_time": mtime, "num_records": stats.rows, "stats": stats.json()}
 
 
@@ -284,78 +299,32 @@ def _none(jvm: Any) -> Any:
 
 
 def _add_action(d: dict, dump_id: str) -> str:
-    """The `add` action JSON of one written file."""
-    return json.dumps({"add": {"path": d["path"], "partitionValues": {}, "size": d["size"],
-                               "modificationTime": d["modification_time"], "dataChange": True,
-                               "stats": d["stats"], "tags": {DUMP_TAG: dump_id}}})
-
-
-def _scan_dump_ids(spark: SparkSession, path: str, version: int, names: set[str]) -> dict[str, set[str]]:
-    """The dump ids each of the named files holds (file name -> ids), read from their dump_id column."""
-    from pyspark.sql import functions as F
-
-    df = (spark.read.format("delta").option("versionAsOf", version).load(path)
-          .select(F.col("_metadata.file_name").alias("f"), F.col("dump_id"))
-          .where(F.col("f").isin(sorted(names))).distinct())
-    found: dict[str, set[str]] = {}
-    for r in df.collect():
-        name = unquote(r["f"])
-        if name in names:
-            found.setdefault(name, set()).add(r["dump_id"])
-    return found
-
-
-def _dump_condition(spark: SparkSession, path: str, version: int, dump_id: str) -> Any:
-    """The resolved Catalyst predicate dump_id = '<id>' over the table (what the transaction records as read)."""
-    from pyspark.sql import functions as F
-
-    df = spark.read.format("delta").option("versionAsOf", version).load(path).where(F.col("dump_id") == dump_id)
-    return df._jdf.queryExecution().analyzed().condition()
+    """The `add` action JSON of one written file (its path a URI relative to the table, as Delta writes it)."""
+    return json.dumps({"add": {"path": d["path"].replace("%", "%25"), "partitionValues": {PARTITION: dump_id},
+                               "size": d["size"], "modificationTime": d["modification_time"], "dataChange": True,
+                               "stats": d["stats"]}})
 
 
 def _files_to_remove(spark: SparkSession, txn: Any, path: str, dump_id: str) -> list[Any]:
-    """The JVM AddFiles of the read snapshot that hold dump_id's rows; ValueError for a file that also holds
-    another dump's."""
+    """The JVM AddFiles of the read snapshot in dump_id's partition (the transaction records reading it: Delta
+    checks other writers' files against that partition only)."""
+    from pyspark.sql import functions as F
+
     jvm = spark._jvm
-    version = txn.readVersion()
-    try:
-        cond = _dump_condition(spark, path, version, dump_id)
-        candidates = txn.filterFiles(_jvm_list(jvm, [cond]), False)
-    except Exception:  # a table without a dump_id column: every file is read (and checked below)
-        candidates = txn.filterFiles()
-    files = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(candidates))
-    judged = [(f, json.loads(f.json())["add"]) for f in files]
-    unknown = {unquote(posixpath.basename(a["path"])): a for f, a in judged if holds_dump(a, dump_id) is None}
-    found = _scan_dump_ids(spark, path, version, set(unknown)) if unknown else {}
-    out = []
-    for f, a in judged:
-        verdict = holds_dump(a, dump_id)
-        if verdict is None:
-            ids = found.get(unquote(posixpath.basename(a["path"])), set())
-            if dump_id in ids and len(ids) > 1:
-                raise ValueError(f"{path}: file {a['path']} holds rows of dumps {sorted(ids)}: a dump's rows can be "
-                                 "replaced only when every file holds one dump")
-            verdict = dump_id in ids
-        if verdict:
-            out.append(f)
-    return out
+    df = spark.read.format("delta").option("versionAsOf", txn.readVersion()).load(path)
+    cond = df.where(F.col(PARTITION) == dump_id)._jdf.queryExecution().analyzed().condition()
+    files = txn.filterFiles(_jvm_list(jvm, [cond]), False)
+    return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(files))
 
 
 def _metadata_json(txn: Any, schema: pa.Schema, stats_columns: Sequence[str], table: str) -> str | None:
-    """The metaData action the commit needs (a new table, a merged schema, a changed statistics property), else
-    None."""
-    new_schema = _spark_schema(schema)
-    wanted = ",".join(stats_columns)
-    if txn.readVersion() < 0:
-        conf = {STATS_PROPERTY: wanted} if stats_columns else {}
-        return json.dumps({"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-                                        "schemaString": json.dumps(new_schema), "partitionColumns": [],
-                                        "configuration": conf, "createdTime": int(time.time() * 1000)}})
+    """The metaData action the commit needs (a merged schema, a changed statistics property), else None."""
     md = json.loads(txn.metadata().json())["metaData"]
     current = json.loads(md["schemaString"])
-    merged = _merged(current, new_schema, table)
+    merged = _merged(current, _spark_schema(schema), table)
     conf = dict(md.get("configuration") or {})
     changed = merged != current
+    wanted = ",".join(stats_columns)
     if stats_columns and conf.get(STATS_PROPERTY) != wanted:
         conf[STATS_PROPERTY] = wanted
         changed = True
@@ -378,7 +347,7 @@ def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Seq
     md = _metadata_json(txn, schema, stats_columns, table)
     if md is not None:
         txn.updateMetadata(delta.actions.Action.fromJson(md), False)
-    removes = [f.remove() for f in _files_to_remove(spark, txn, path, dump_id)] if txn.readVersion() >= 0 else []
+    removes = [f.remove() for f in _files_to_remove(spark, txn, path, dump_id)]
     adds = [delta.actions.Action.fromJson(_add_action(d, dump_id)) for d in files]
     op = getattr(delta, "DeltaOperations$Write")(
         jvm.org.apache.spark.sql.SaveMode.Overwrite, _none(jvm), _some(jvm, f"dump_id = '{dump_id}'"), _none(jvm),
@@ -388,18 +357,21 @@ def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Seq
 
 def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, files: Sequence[dict],
                 schema: pa.Schema, stats_columns: Sequence[str] = ()) -> int:
-    """On the driver: ONE Delta commit that removes every file holding dump_id's rows and adds `files`; creates the
-    table when missing (schema from the Arrow schema via jobs.schemas / filterlib.tables); merges a newer schema as
-    replace_dump does (mergeSchema semantics); returns the committed version. A commit that loses only to other
-    dumps' commits is made again (`delta_io.retrying`). Failures raise jobs.faults.TableWriteError like
-    replace_dump."""
+    """On the driver: ONE Delta commit that removes every file in dump_id's partition and adds `files`; creates the
+    table when missing (schema from the Arrow schema via jobs.schemas / filterlib.tables, partitioned by dump);
+    merges a newer schema as replace_dump does (mergeSchema semantics); returns the committed version. Runs of
+    other dumps committing meanwhile are no conflict (delta_io.PARTITION). Failures raise
+    jobs.faults.TableWriteError like replace_dump; a table not partitioned by dump is delta_io.LayoutOutdated."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
+    check_layout(spark, path, table)
     files = [d for d in files if d is not None]
+    stats = stats_of(stats_columns)
     try:
-        return retrying(spark, path, table, dump_id,
-                        lambda: _commit(spark, path, table, dump_id, files, schema, stats_columns))
+        ensure_table(spark, path, table, _spark_schema(schema), stats)
+        return _commit(spark, path, table, dump_id, files, schema, stats)
     except Exception as e:  # Py4JJavaError, ValueError: the cause stays chained
         from jobs.faults import TableWriteError
 
         raise TableWriteError(table, path, dump_id) from e
+

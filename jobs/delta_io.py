@@ -1,28 +1,24 @@
-"""Delta writes for the jobs: each table lives at <warehouse>/<table>, and a run replaces one dump's rows at once."""
+"""Delta writes for the jobs: each table lives at <warehouse>/<table>, partitioned by dump_id, and a run replaces
+one dump's rows (its partition) at once."""
 
 from __future__ import annotations
 
 import json
-import logging
-import posixpath
 import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import unquote
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from filterlib.store import fs as sfs
-from jobs.faults import TableWriteError, java_reason
+from jobs.faults import LayoutOutdated, TableWriteError, java_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+STATS_PROPERTY = "delta.dataSkippingStatsColumns"
 DUMP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,199}$")
-DUMP_TAG = "dump_id"
-"""The tag each file commit_dump adds carries: the dump its rows belong to."""
-COMMIT_ATTEMPTS = 4
-"""Tries of a dump's commit that loses only to other dumps' commits (`retrying`)."""
-log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 def table_path(warehouse: str, table: str) -> str:
@@ -38,11 +34,28 @@ def check_dump_id(dump_id: str) -> str:
     return dump_id
 
 
-STATS_PROPERTY = "delta.dataSkippingStatsColumns"
+PARTITION = "dump_id"
+"""The column every table is partitioned by (one directory per dump): Delta checks a commit's read predicate
+against other writers' files per partition, so runs of different dumps never conflict, and readers of one dump
+prune to its directory."""
+UPGRADE = "python -m jobs.upgrade --warehouse"
+"""The one command that lays out a warehouse written before the partitioning (jobs.upgrade)."""
+
+
+def stats_of(columns: Sequence[str]) -> list[str]:
+    """The statistics columns Delta takes on a partitioned table: every column but the partition one (Delta keeps
+    none for it and refuses it in delta.dataSkippingStatsColumns; its directory prunes instead)."""
+    return [c for c in columns if c != PARTITION]
+
+
+def partition_dir(dump_id: str) -> str:
+    """The directory of a dump's files inside a table, as Spark names it (`dump_id=<id>`, ':' escaped as %3A)."""
+    return f"{PARTITION}={quote(check_dump_id(dump_id), safe='@+._-')}"
 
 
 def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_columns: Sequence[str] = ()) -> str:
-    """Overwrite the rows of one dump_id in a Delta table in ONE commit (replaceWhere); other dumps stay.
+    """Overwrite the rows of one dump_id in a Delta table in ONE commit (replaceWhere on its partition); other dumps
+    stay, and a run of another dump committing meanwhile is no conflict (PARTITION).
 
     stats_columns, when given, are the only columns Delta keeps per-file min/max statistics for (the table property
     delta.dataSkippingStatsColumns): by default Delta computes them for the first 32 columns of every row written,
@@ -50,99 +63,89 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     their data skipping. A table made before the setting existed gets it (one property commit) on its next write.
     The schema is merged, so a table written by an older release takes a column added since (null on other dumps'
     rows) and keeps one dropped since (null on the new rows). A failure is TableWriteError (jobs.faults) naming the
-    table and dump, its cause chained."""
+    table and dump, its cause chained; a table not partitioned by dump is LayoutOutdated (run jobs.upgrade)."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
+    spark = df.sparkSession
+    check_layout(spark, path, table)
+    stats = stats_of(stats_columns)
     try:
-        retrying(df.sparkSession, path, table, dump_id, lambda: _replace(df, path, dump_id, stats_columns))
+        ensure_table(spark, path, table, json.loads(df.schema.json()), stats)
+        _replace(df, path, dump_id, stats)
     except Exception as e:  # Py4JJavaError, a captured SQL or Python exception: the cause stays chained
         raise TableWriteError(table, path, dump_id) from e
     return path
 
 
-def holds_dump(add: dict, dump_id: str) -> bool | None:
-    """Whether a table file (its add action) holds dump_id's rows by its tag or exact statistics; None when they
-    cannot tell."""
-    tags = add.get("tags") or {}
-    if DUMP_TAG in tags:
-        return tags[DUMP_TAG] == dump_id
-    stats = json.loads(add["stats"]) if add.get("stats") else {}
-    lo, hi = (stats.get("minValues") or {}).get("dump_id"), (stats.get("maxValues") or {}).get("dump_id")
-    if stats.get("numRecords") == 0:
-        return False
-    if lo is not None and (dump_id < lo or (hi is not None and dump_id > hi)):
-        return False
-    if lo is not None and lo == hi and (stats.get("nullCount") or {}).get("dump_id", 0) == 0:
-        return lo == dump_id
-    return None
+def partition_columns(spark: SparkSession, path: str) -> list[str] | None:
+    """The partition columns of the Delta table at path; None when there is no Delta table there."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+    if int(snapshot.version()) < 0:
+        return None
+    return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(snapshot.metadata().partitionColumns()))
 
 
-_CONFLICTS = ("DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_READ", "ConcurrentAppendException",
-              "ConcurrentDeleteReadException")
-_PREDICATE_DUMP = re.compile(r"dump_id\W+=\W+'([^'\\]*)'")
+def ensure_table(spark: SparkSession, path: str, table: str, schema: dict, stats_columns: Sequence[str]) -> None:
+    """Create the table at path, empty and partitioned by dump, unless it exists: a commit of rows needs a table
+    to read, or two runs' first commits into a new warehouse would both claim its version 0 (Delta refuses the
+    second). Losing that race to another run's creation is fine once its table is partitioned by dump."""
+    if partition_columns(spark, path) is not None:
+        return
+    jvm = spark._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    txn = delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
+    if txn.readVersion() >= 0:
+        return
+    fields = [{**f, "nullable": True} for f in schema["fields"]]
+    conf = {STATS_PROPERTY: ",".join(stats_columns)} if stats_columns else {}
+    md = {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                       "schemaString": json.dumps({**schema, "fields": fields}), "partitionColumns": [PARTITION],
+                       "configuration": conf, "createdTime": int(time.time() * 1000)}}
+    txn.updateMetadata(delta.actions.Action.fromJson(json.dumps(md)), False)
+    op = getattr(delta, "DeltaOperations$CreateTable")(txn.metadata(), False, False, jvm.scala.Option.empty())
+    try:
+        txn.commit(jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList()).toList(), op)
+    except Exception:
+        if partition_columns(spark, path) != [PARTITION]:
+            raise
+    check_layout(spark, path, table)
 
 
-def is_conflict(e: BaseException) -> bool:
-    """Whether Delta refused a commit because another writer's came first: files added, or files this one read
-    removed (the two conflicts a commit of another dump's rows causes in a table that is not partitioned)."""
-    seen: BaseException | None = e
-    while seen is not None:
-        if any(c in str(seen) for c in _CONFLICTS):
-            return True
-        seen = seen.__cause__
-    return False
+def laid_out(spark: SparkSession, warehouse: str, names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(tables not partitioned by dump, tables that are) among `names` and `runs` present in the warehouse."""
+    old, current = [], []
+    for name in sorted({*names, "runs"}):
+        have = partition_columns(spark, table_path(warehouse, name))
+        if have is not None:
+            (current if have == [PARTITION] else old).append(name)
+    return old, current
 
 
-def others_only(spark: SparkSession, path: str, since: int, dump_id: str) -> bool:
-    """Whether every commit after version `since` replaced other dumps' rows only: its commitInfo's predicate
-    names dump ids and not this one, every file it adds holds another dump's rows (tags or statistics), no file it
-    removes is tagged with this dump, and it changes neither the schema nor the protocol. A commit of dump_id
-    that lost to such commits only can be made again on the new snapshot."""
-    latest = last_version(spark, path)
-    if since < 0 or latest <= since:
-        return False
-    logs = [f"{path}/_delta_log/{v:020d}.json" for v in range(since + 1, latest + 1)]
-    commits: dict[str, list[dict]] = {}
-    for r in spark.read.text(logs).selectExpr("input_file_name() AS f", "value").collect():
-        commits.setdefault(posixpath.basename(unquote(r.f)), []).append(json.loads(r.value))
-    if len(commits) != len(logs):
-        return False
-    for actions in commits.values():
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        named = set(_PREDICATE_DUMP.findall(json.dumps((info.get("operationParameters") or {}).get("predicate"))))
-        if not named or dump_id in named:
-            return False
-        for a in actions:
-            if "metaData" in a or "protocol" in a:
-                return False
-            if "add" in a and holds_dump(a["add"], dump_id) is not False:
-                return False
-            if "remove" in a and ((a["remove"].get("tags") or {}).get(DUMP_TAG) == dump_id):
-                return False
-    return True
+def layout_problem(spark: SparkSession, warehouse: str, names: Iterable[str]) -> str | None:
+    """One sentence naming the tables an older release laid out (not partitioned by dump) and the upgrade command;
+    None when every table present is partitioned by dump."""
+    old, _ = laid_out(spark, warehouse, names)
+    if not old:
+        return None
+    return (f"{warehouse}: tables {', '.join(old)} were written before tables were partitioned by dump (one "
+            f"directory per dump); run `{UPGRADE} {warehouse}` once, then run again")
 
 
-def retrying(spark: SparkSession, path: str, table: str, dump_id: str, write: Callable[[], T]) -> T:
-    """`write()`, made again, up to COMMIT_ATTEMPTS times in all, when Delta refuses its commit only because runs
-    of other dumps committed to the table since the version it started from (`others_only`):
-    the tables are not partitioned, and Delta counts any concurrent append as a conflict. A conflict with a
-    commit that touched this dump's rows, or any other failure, is raised at once."""
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
-        since = last_version(spark, path)
-        try:
-            return write()
-        except Exception as e:
-            if attempt == COMMIT_ATTEMPTS or not is_conflict(e) or not others_only(spark, path, since, dump_id):
-                raise
-            log.warning("%s: another dump's run committed first; committing dump %s again (try %d of %d)",
-                        table, dump_id, attempt + 1, COMMIT_ATTEMPTS)
-    raise AssertionError("unreachable")
+def check_layout(spark: SparkSession, path: str, table: str) -> None:
+    """LayoutOutdated when the table at path exists and is not partitioned by dump (PARTITION)."""
+    have = partition_columns(spark, path)
+    if have is not None and have != [PARTITION]:
+        warehouse = path.rstrip("/").rsplit("/", 1)[0]
+        raise LayoutOutdated(f"{path}: table {table} was written before tables were partitioned by dump "
+                             f"(one directory per dump); run `{UPGRADE} {warehouse}` once, then run again")
 
 
 def _replace(df: DataFrame, path: str, dump_id: str, stats_columns: Sequence[str]) -> None:
     """replace_dump's write itself."""
     writer = (df.write.format("delta").mode("overwrite").option("replaceWhere", f"dump_id = '{check_dump_id(dump_id)}'")
-              .option("mergeSchema", "true"))
+              .option("mergeSchema", "true").partitionBy(PARTITION))
     if stats_columns:
         wanted = ",".join(stats_columns)
         current = _table_properties(df.sparkSession, path)

@@ -30,6 +30,11 @@ class TableWriteError(Exception):
         self.table, self.path, self.dump_id = table, path, dump_id
 
 
+class LayoutOutdated(ValueError):
+    """A table was written before the tables were partitioned by dump: `python -m jobs.upgrade` lays it out anew
+    (the message names the table and the command; nothing was written)."""
+
+
 _STORE = re.compile(r"(?:StoreAccessError|StoreFormatError): (.+)")
 _CONFLICT = re.compile(r"\b(Concurrent\w*Exception|ProtocolChangedException|MetadataChangedException|"
                        r"DeltaConcurrentModificationException)\b")
@@ -86,6 +91,9 @@ def describe(e: BaseException, dump_id: str | None) -> tuple[str, int] | None:
     texts = _texts(e)
     dump = f"dump {dump_id!r}" if dump_id else "the dump"
     table = next((x for x in _chain(e) if isinstance(x, TableWriteError)), None)
+    layout = next((x for x in _chain(e) if isinstance(x, LayoutOutdated)), None)
+    if layout is not None:
+        return f"{dump}: {layout}", 2
     for t in texts:
         m = _STORE.search(t)
         if m:

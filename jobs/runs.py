@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from filterlib import tables
-from jobs.delta_io import check_dump_id, last_version, table_path
+from jobs.delta_io import PARTITION, check_dump_id, check_layout, last_version, table_path
 from jobs.schemas import table_ddl
 
 if TYPE_CHECKING:
@@ -42,8 +42,10 @@ def record_run(spark: SparkSession, warehouse: str, job: str, dump_id: str, writ
     read = {t: v for t in inputs if (v := pinned_version(spark, warehouse, t, dump_id, quiet=True)) is not None}
     row = {"dump_id": dump_id, "run_id": uuid.uuid4().hex, "job": job, "finished_at": int(time.time() * 1000),
            "tables": versions, "inputs": read}
+    path = table_path(warehouse, RUNS)
+    check_layout(spark, path, RUNS)
     (spark.createDataFrame([row], table_ddl(tables.RUNS)).coalesce(1).write.format("delta").mode("append")
-     .option("mergeSchema", "true").save(table_path(warehouse, RUNS)))
+     .option("mergeSchema", "true").partitionBy(PARTITION).save(path))
     log.info("run %s of %s recorded: %s", row["run_id"], job,
              ", ".join(f"{t} v{v}" for t, v in sorted(versions.items())))
     return row

@@ -41,7 +41,13 @@ def spark(tmp_path_factory):
             "spark.default.parallelism": "2",
             "spark.ui.enabled": "false",
             "spark.sql.warehouse.dir": str(warehouse),
-            "spark.driver.memory": "2g",
+            # One JVM serves the whole suite (~800 tests, thousands of Delta tables): 2g ran out late in a run
+            # (a broadcast failed for lack of heap), so more heap, and the caches that only grow bounded.
+            "spark.driver.memory": "4g",
+            "spark.databricks.delta.delta.log.cacheSize": "200",
+            "spark.sql.ui.retainedExecutions": "50",
+            "spark.ui.retainedJobs": "100",
+            "spark.ui.retainedStages": "100",
             "spark.databricks.delta.snapshotPartitions": "2",
         },
     )

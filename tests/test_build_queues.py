@@ -298,7 +298,7 @@ def test_split_that_loses_sync_falls_back_to_a_whole_file_decode(spark, tmp_path
     assert f["whole_file_fallback"] and f["records"] == 4 and f["end_kind"] == "blank"
     committed = {os.path.basename(p) for p in spark.read.format("delta").load(table_path(warehouse, "messages"))
                  .inputFiles()}
-    on_disk = {p.name for p in (Path(warehouse) / "messages").glob("*.parquet")}
+    on_disk = {p.name for p in (Path(warehouse) / "messages").rglob("*.parquet")}
     assert on_disk == committed or writer == "spark"  # no file of the first pass is left behind
 
 
@@ -720,14 +720,14 @@ def test_a_run_killed_while_writing_leaves_each_table_whole_and_the_next_run_com
     last = sorted((smaller / "commitlog").iterdir())[-1]
     last.unlink()
     msg_dir = Path(wh) / "messages"
-    before = {p.name for p in msg_dir.glob("*.parquet")}
+    before = {p.name for p in msg_dir.rglob("*.parquet")}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "jobs.build_queues", "--store", str(smaller), "--warehouse", wh,
                              "--master", "local[2]", *clean_args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
-        while not {p.name for p in msg_dir.glob("*.parquet")} - before:
+        while not {p.name for p in msg_dir.rglob("*.parquet")} - before:
             assert proc.poll() is None, "the run ended before writing messages"
             assert time.monotonic() < deadline, "no messages data file within 5 minutes"
             time.sleep(0.02)

@@ -1,5 +1,5 @@
-"""jobs.delta_files: Parquet written by Spark tasks with pyarrow, committed to Delta by the driver in one commit per
-table and dump, read back by plain delta-spark."""
+"""jobs.delta_files: Parquet written by Spark tasks with pyarrow into the dump's partition, committed to Delta by the
+driver in one commit per table and dump, read back by plain delta-spark."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.delta_files import DUMP_TAG, commit_dump, file_target, write_part
-from jobs.delta_io import STATS_PROPERTY, last_version, replace_dump
+from jobs.delta_files import commit_dump, file_target, write_part
+from jobs.delta_io import STATS_PROPERTY, LayoutOutdated, last_version, replace_dump
 from jobs.faults import EXIT_BUSY, TableWriteError, describe
 from jobs.runs import read_dump
 
@@ -58,17 +58,20 @@ def test_task_parts_committed_once_and_readable_by_delta_spark(spark, tmp_path):
     files = _task_write(spark, wh, "t", "a", rows, 3)
     assert len(files) == 3 and sum(f["num_records"] for f in files) == 50
     v = commit_dump(spark, wh, "t", "a", files, SCHEMA, STATS)
-    assert v == 0 == last_version(spark, str(tmp_path / "t"))
+    assert v == 1 == last_version(spark, str(tmp_path / "t"))  # version 0 made the table
     assert _sorted(spark, wh, "t", "a") == rows
-    log = _log(tmp_path / "t", 0)
-    adds = [a["add"] for a in log if "add" in a]
+    adds = [a["add"] for a in _log(tmp_path / "t", 1) if "add" in a]
     assert sorted(a["path"] for a in adds) == sorted(f["path"] for f in files)
-    assert all(a["tags"] == {DUMP_TAG: "a"} for a in adds)
-    (meta,) = [a["metaData"] for a in log if "metaData" in a]
-    assert meta["configuration"] == {STATS_PROPERTY: ",".join(STATS)}
+    assert all(a["partitionValues"] == {"dump_id": "a"} and a["path"].startswith("dump_id=a/") for a in adds)
+    (meta,) = [a["metaData"] for a in _log(tmp_path / "t", 0) if "metaData" in a]
+    assert meta["partitionColumns"] == ["dump_id"]
+    assert meta["configuration"] == {STATS_PROPERTY: ",".join(s for s in STATS if s != "dump_id")}
     assert [f["name"] for f in json.loads(meta["schemaString"])["fields"]] == SCHEMA.names
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{tmp_path / 't'}`").first()
-    assert detail.numFiles == 3 and detail.format == "delta"
+    assert detail.numFiles == 3 and detail.format == "delta" and list(detail.partitionColumns) == ["dump_id"]
+    import pyarrow.parquet as pq
+
+    assert all(pq.read_schema(tmp_path / "t" / f["path"]).names == SCHEMA.names[1:] for f in files)
 
 
 def test_stats_match_what_delta_spark_writes(spark, tmp_path):
@@ -79,7 +82,7 @@ def test_stats_match_what_delta_spark_writes(spark, tmp_path):
     commit_dump(spark, wh, "t", "a", [d], SCHEMA, STATS + ["detail"])
     replace_dump(spark.createDataFrame(rows, DDL).coalesce(1), wh, "ref", "a", STATS + ["detail"])
     ours = json.loads(d["stats"])
-    (theirs,) = [json.loads(a["add"]["stats"]) for a in _log(tmp_path / "ref", 0) if "add" in a]
+    (theirs,) = [json.loads(a["add"]["stats"]) for a in _log(tmp_path / "ref", 1) if "add" in a]
     theirs.pop("tightBounds", None)
     assert ours == theirs
     # data skipping: a lookup on unit reads only the file whose range holds it
@@ -95,12 +98,12 @@ def test_recommit_replaces_and_other_dumps_stay(spark, tmp_path):
     commit_dump(spark, wh, "t", "a", _task_write(spark, wh, "t", "a", _rows("a", 20), 2), SCHEMA, STATS)
     commit_dump(spark, wh, "t", "b", _task_write(spark, wh, "t", "b", _rows("b", 7), 2), SCHEMA, STATS)
     v = commit_dump(spark, wh, "t", "a", _task_write(spark, wh, "t", "a", _rows("a", 12, 100), 2), SCHEMA, STATS)
-    assert v == 2
+    assert v == 3
     assert _sorted(spark, wh, "t", "a") == _rows("a", 12, 100)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 7)
-    removed = [a["remove"] for a in _log(tmp_path / "t", 2) if "remove" in a]
-    assert len(removed) == 2 and all(r["tags"] == {DUMP_TAG: "a"} for r in removed)
-    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 2) if "commitInfo" in a]
+    removed = [a["remove"] for a in _log(tmp_path / "t", 3) if "remove" in a]
+    assert len(removed) == 2 and all(r["path"].startswith("dump_id=a/") for r in removed)
+    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 3) if "commitInfo" in a]
     assert info["operation"] == "WRITE" and info["operationParameters"]["predicate"] == "dump_id = 'a'"
 
 
@@ -112,10 +115,10 @@ def test_empty_dump_removes_its_rows(spark, tmp_path):
                 SCHEMA)
     assert write_part(file_target(spark, wh, "t", "a"), _arrow([]), SCHEMA) is None
     assert write_part(file_target(spark, wh, "t", "a"), iter([]), SCHEMA) is None
-    assert commit_dump(spark, wh, "t", "a", [None], SCHEMA) == 2
+    assert commit_dump(spark, wh, "t", "a", [None], SCHEMA) == 3
     assert read_dump(spark, wh, "t", "a").count() == 0 and read_dump(spark, wh, "t", "b").count() == 3
     # a dump without rows on a missing table still makes the table, empty
-    assert commit_dump(spark, wh, "u", "a", [], SCHEMA) == 0
+    assert commit_dump(spark, wh, "u", "a", [], SCHEMA) == 1
     assert spark.read.format("delta").load(str(tmp_path / "u")).columns == SCHEMA.names
 
 
@@ -130,29 +133,37 @@ def test_table_made_by_replace_dump_then_commit_dump_and_back(spark, tmp_path):
     replace_dump(spark.createDataFrame(_rows("a", 2, 70), DDL), wh, "t", "a", STATS)
     assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 70)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 5)
-    assert last_version(spark, str(tmp_path / "t")) == 3
+    assert last_version(spark, str(tmp_path / "t")) == 4
 
 
-def test_old_files_without_dump_stats_are_found_by_reading_them(spark, tmp_path):
-    """A replaceWhere table whose files keep no dump_id statistics: the dump's files are found by their rows."""
+def test_a_table_not_partitioned_by_dump_is_refused_in_words(spark, tmp_path):
+    """A table an older release wrote (one directory for every dump) is not written into: LayoutOutdated names the
+    table and the upgrade command, and the table keeps its version."""
     wh = str(tmp_path)
-    replace_dump(spark.createDataFrame(_rows("a", 9), DDL).repartition(2), wh, "t", "a", ["unit"])
-    replace_dump(spark.createDataFrame(_rows("b", 5), DDL), wh, "t", "b", ["unit"])
-    commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 1, 9)),
-                                                 SCHEMA)], SCHEMA)
-    assert _sorted(spark, wh, "t", "a") == _rows("a", 1, 9)
-    assert _sorted(spark, wh, "t", "b") == _rows("b", 5)
-
-
-def test_a_file_holding_two_dumps_fails_loudly(spark, tmp_path):
-    wh = str(tmp_path)
-    both = spark.createDataFrame(_rows("a", 3) + _rows("b", 3), DDL).coalesce(1)
-    both.write.format("delta").save(str(tmp_path / "t"))
-    with pytest.raises(TableWriteError) as e:
+    spark.createDataFrame(_rows("a", 3) + _rows("b", 3), DDL).write.format("delta").save(str(tmp_path / "t"))
+    with pytest.raises(LayoutOutdated, match=r"table t was written before tables were partitioned by dump .*"
+                                               r"run `python -m jobs.upgrade --warehouse .*` once"):
         commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 1)),
                                                      SCHEMA)], SCHEMA)
-    assert "holds rows of dumps ['a', 'b']" in str(e.value.__cause__)
+    with pytest.raises(LayoutOutdated):
+        replace_dump(spark.createDataFrame(_rows("a", 1), DDL), wh, "t", "a")
     assert last_version(spark, str(tmp_path / "t")) == 0
+
+
+def test_dump_ids_with_escaped_characters_land_where_spark_puts_them(spark, tmp_path):
+    """A dump id with ':' (escaped in a directory name) and '@', '+': task files go to the directory Spark's own
+    writer uses for the same partition, and both writers' rows read back under the id."""
+    wh, dump = str(tmp_path), "host:9876@b+1"
+    replace_dump(spark.createDataFrame(_rows(dump, 3), DDL), wh, "t", dump, STATS)
+    (spark_dir,) = {p.parent.name for p in (tmp_path / "t").glob("*/*.parquet")}
+    commit_dump(spark, wh, "t", "other", [write_part(file_target(spark, wh, "t", "other"),
+                                                     _arrow(_rows("other", 2)), SCHEMA, STATS)], SCHEMA, STATS)
+    d = write_part(file_target(spark, wh, "t", dump), _arrow(_rows(dump, 2, 10)), SCHEMA, STATS)
+    assert d["path"].split("/")[0] == spark_dir
+    commit_dump(spark, wh, "t", dump, [d], SCHEMA, STATS)
+    assert _sorted(spark, wh, "t", dump) == _rows(dump, 2, 10)
+    assert _sorted(spark, wh, "t", "other") == _rows("other", 2)
+    assert {p.parent.name for p in (tmp_path / "t").glob("*/*.parquet")} == {spark_dir, "dump_id=other"}
 
 
 def test_schema_merge_adds_and_keeps_columns(spark, tmp_path):
@@ -219,21 +230,51 @@ def test_a_concurrent_commit_of_the_same_dump_is_a_conflict_and_writes_nothing(s
     assert "DELTA_CONCURRENT_APPEND" in str(e.value.__cause__)
     said = describe(e.value, "a")
     assert said is not None and said[1] == EXIT_BUSY and "another writer committed to table t" in said[0], said
-    assert last_version(spark, str(tmp_path / "t")) == 2
+    assert last_version(spark, str(tmp_path / "t")) == 3
     assert _sorted(spark, wh, "t", "a") == _rows("a", 5, 500)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 3)
     # and once the other writer is done, the same commit goes through
-    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
+    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 4
     assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
 
 
-def test_a_commit_that_loses_only_to_another_dumps_commit_is_made_again(spark, tmp_path, monkeypatch):
-    """The tables are not partitioned, so Delta refuses a commit of dump a when a run of dump b committed
-    meanwhile; that commit replaced only b's rows (its predicate, its files' tags), so a's commit is made again on
-    the new snapshot: both runs' rows are there, each dump's once."""
+def test_another_dumps_commit_meanwhile_is_no_conflict(spark, tmp_path, monkeypatch):
+    """The tables are partitioned by dump, so a run of dump b committing between a's read and a's commit touches
+    nothing a read: Delta takes a's commit as it is, once, on top of b's; both runs' rows are there."""
     wh = str(tmp_path)
     ours = _race(spark, monkeypatch, wh, "b")
-    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
-    assert [a for a in _log(tmp_path / "t", 2) if "commitInfo" in a]  # b's commit came first, at version 2
+    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 4
+    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 4) if "commitInfo" in a]
+    assert info["readVersion"] == 2  # read before b's commit (version 3), committed after it without a new try
+    assert [a["commitInfo"]["operationParameters"]["predicate"] for a in _log(tmp_path / "t", 3)
+            if "commitInfo" in a] == ["dump_id = 'b'"]
     assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 5, 500)
+
+
+def test_two_runs_making_a_new_table_at_once_both_land(spark, tmp_path, monkeypatch):
+    """Two dumps' first commits into a warehouse without the table: the one that finds it made by the other
+    (between its look and its own creation commit) goes on with that table; both dumps' rows land, once each."""
+    import jobs.delta_io as delta_io
+
+    wh = str(tmp_path)
+    real = delta_io.partition_columns
+    looks: list[int] = []
+
+    def late(spark_, path):  # b's run makes the table right after a's run looked and found none
+        found = real(spark_, path)
+        looks.append(1)
+        if len(looks) == 2:
+            monkeypatch.setattr(delta_io, "partition_columns", real)
+            commit_dump(spark, wh, "t", "b", [write_part(file_target(spark, wh, "t", "b"), _arrow(_rows("b", 3)),
+                                                         SCHEMA, STATS)], SCHEMA, STATS)
+        return found
+
+    monkeypatch.setattr(delta_io, "partition_columns", late)
+    commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 4)), SCHEMA,
+                                                 STATS)], SCHEMA, STATS)
+    assert _sorted(spark, wh, "t", "a") == _rows("a", 4)
+    assert _sorted(spark, wh, "t", "b") == _rows("b", 3)
+    creations = [v for v in range(last_version(spark, str(tmp_path / "t")) + 1)
+                 if any("metaData" in a for a in _log(tmp_path / "t", v))]
+    assert creations == [0]

@@ -29,8 +29,8 @@ def test_stats_only_for_the_given_columns(spark, tmp_path):
     wh = str(tmp_path)
     replace_dump(_rows(spark, "a", 10), wh, "t", "a", ["dump_id", "unit"])
     stats = _last_add_stats(tmp_path / "t")
-    assert stats and all(set(s["minValues"]) == {"dump_id", "unit"} for s in stats)
-    assert _properties(spark, tmp_path / "t")[STATS_PROPERTY] == "dump_id,unit"
+    assert stats and all(set(s["minValues"]) == {"unit"} for s in stats)  # dump_id: the partition directory
+    assert _properties(spark, tmp_path / "t")[STATS_PROPERTY] == "unit"
     # A lookup on a column with statistics still finds its row.
     assert read_dump(spark, wh, "t", "a").where("unit = 7").count() == 1
 
@@ -38,15 +38,15 @@ def test_stats_only_for_the_given_columns(spark, tmp_path):
 def test_default_keeps_statistics_for_every_column(spark, tmp_path):
     replace_dump(_rows(spark, "a", 5), str(tmp_path), "t", "a")
     stats = _last_add_stats(tmp_path / "t")
-    assert all(set(s["minValues"]) == {"dump_id", "unit", "consumer_group", "detail"} for s in stats)
+    assert all(set(s["minValues"]) == {"unit", "consumer_group", "detail"} for s in stats)
 
 
 def test_a_table_made_without_the_setting_gets_it_and_keeps_other_dumps(spark, tmp_path):
     wh = str(tmp_path)
     replace_dump(_rows(spark, "a", 4), wh, "t", "a")
     replace_dump(_rows(spark, "b", 6), wh, "t", "b", ["dump_id", "consumer_group"])
-    assert _properties(spark, tmp_path / "t")[STATS_PROPERTY] == "dump_id,consumer_group"
-    assert all(set(s["minValues"]) == {"dump_id", "consumer_group"} for s in _last_add_stats(tmp_path / "t"))
+    assert _properties(spark, tmp_path / "t")[STATS_PROPERTY] == "consumer_group"
+    assert all(set(s["minValues"]) == {"consumer_group"} for s in _last_add_stats(tmp_path / "t"))
     replace_dump(_rows(spark, "b", 3), wh, "t", "b", ["dump_id", "consumer_group"])
     assert read_dump(spark, wh, "t", "a").count() == 4
     assert read_dump(spark, wh, "t", "b").count() == 3
@@ -66,10 +66,11 @@ def test_a_table_from_an_older_release_takes_new_columns_and_keeps_dropped_ones(
     assert read_dump(spark, wh, "t", "a").where("detail is not null").count() == 4
 
 
-def test_a_write_that_loses_only_to_another_dumps_run_is_made_again(spark, tmp_path):
+def test_another_dumps_run_committing_during_a_write_is_no_conflict(spark, tmp_path):
     """Two runs of different dumps writing one table at the same moment: dump b's run commits while dump a's write
-    is under way (its files begin to appear; a Python UDF keeps the write going for seconds), Delta refuses a's
-    commit as a concurrent append, and replace_dump writes a again on the new snapshot: both dumps' rows, once."""
+    is under way (a Python UDF keeps the write going for seconds and marks its first row). The table is
+    partitioned by dump, so Delta's own conflict check finds nothing of a's partition touched and takes a's commit
+    as it is, written once: both dumps' rows, once each."""
     import threading
     import time
 
@@ -79,19 +80,20 @@ def test_a_write_that_loses_only_to_another_dumps_run_is_made_again(spark, tmp_p
     wh, table = str(tmp_path), tmp_path / "t"
     replace_dump(_rows(spark, "a", 4), wh, "t", "a")
     replace_dump(_rows(spark, "b", 4), wh, "t", "b")
-    before = {p.name for p in table.glob("*.parquet")}
+    started = tmp_path / "a-started"
 
     @F.udf(LongType())
     def slowly(unit):
+        started.touch()
         time.sleep(1.0)
         return unit
 
-    ours = _rows(spark, "a", 8).coalesce(1).withColumn("unit", slowly("unit"))
+    ours = _rows(spark, "a", 16).coalesce(1).withColumn("unit", slowly("unit"))
     done: dict = {}
     writer = threading.Thread(target=lambda: done.setdefault("path", replace_dump(ours, wh, "t", "a")))
     writer.start()
     deadline = time.monotonic() + 120
-    while not {p.name for p in table.glob("*.parquet")} - before:
+    while not started.exists():
         assert writer.is_alive() and time.monotonic() < deadline
         time.sleep(0.05)
     replace_dump(_rows(spark, "b", 2), wh, "t", "b")  # commits while a's write runs
@@ -99,7 +101,9 @@ def test_a_write_that_loses_only_to_another_dumps_run_is_made_again(spark, tmp_p
     assert done.get("path") == str(table)
     commits = [[json.loads(line) for line in p.read_text().splitlines()]
                for p in sorted((table / "_delta_log").glob("*.json"))]
-    assert len(commits) == 4  # a, b, b's second run, then a's write made again
-    assert "dump_id = 'b'" in json.dumps(commits[2]) and "dump_id = 'a'" in json.dumps(commits[3])
-    assert sorted(r.unit for r in read_dump(spark, wh, "t", "a").collect()) == list(range(8))
+    assert len(commits) == 5  # the table made, a, b, b's second run, then a's write: once
+    assert "dump_id = 'b'" in json.dumps(commits[3]) and "dump_id = 'a'" in json.dumps(commits[4])
+    (info,) = [a["commitInfo"] for a in commits[4] if "commitInfo" in a]
+    assert info["readVersion"] == 2  # a read the table before b's commit at version 3
+    assert sorted(r.unit for r in read_dump(spark, wh, "t", "a").collect()) == list(range(16))
     assert sorted(r.unit for r in read_dump(spark, wh, "t", "b").collect()) == [0, 1]

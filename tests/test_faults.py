@@ -232,18 +232,19 @@ def test_a_run_that_loses_a_delta_commit_race_says_so(spark, clean, tmp_path) ->
     conf.write_text((DEMO / "broker.conf").read_text() + "\nenableMultiDispatch=true\n")
     log = Path(wh) / "consume_queue" / "_delta_log"
     version = max(int(p.stem) for p in log.glob("*.json"))
-    files = {f.rsplit("/", 1)[-1] for f in spark.read.format("delta").load(f"{wh}/consume_queue").inputFiles()}
+    files = {f.split("/consume_queue/", 1)[1] for f in spark.read.format("delta").load(f"{wh}/consume_queue")
+             .inputFiles()}  # relative to the table, as the log names them
     now = int(time.time() * 1000)
     commit = "".join(json.dumps(a) + "\n" for a in [
         {"commitInfo": {"timestamp": now, "operation": "DELETE",
                         "operationParameters": {"predicate": json.dumps([f"(dump_id = '{DUMP}')"])},
                         "readVersion": version, "isolationLevel": "Serializable", "isBlindAppend": False}},
         *({"remove": {"path": f, "deletionTimestamp": now, "dataChange": True}} for f in sorted(files))])
-    before = set(os.listdir(Path(wh) / "consume_queue"))
+    before = {p.name for p in (Path(wh) / "consume_queue").rglob("*.parquet")}
     proc = _job1(wh, conf=str(conf))
     try:
         deadline = time.monotonic() + 600
-        while not {n for n in os.listdir(Path(wh) / "consume_queue") if n.endswith(".parquet")} - before:
+        while not {p.name for p in (Path(wh) / "consume_queue").rglob("*.parquet")} - before:
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline
             time.sleep(0.01)
