@@ -373,14 +373,16 @@ def _registry(inputs: Inputs) -> RegistryLoad:
     return dump_registry(inputs.store, inputs.subscriptions, inputs.broker_version)
 
 
-def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str) -> DataFrame:
+def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str, records: Any = None
+            ) -> DataFrame:
     """Decode and dispatch the ranges once: units, messages rows and split reports, persisted (read by the
-    reports, consume_queue and messages; bodies only under --bodies)."""
+    reports, consume_queue and messages; bodies only under --bodies). `records`: an accumulator of the records
+    decoded, for the progress lines."""
     from pyspark import StorageLevel
 
     sc = spark.sparkContext
     rdd = sc.parallelize(tasks, max(1, len(tasks)))
-    df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(decode_ranges(ctx), spark_ddl(DECODED_SCHEMA))
+    df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(decode_ranges(ctx, records), spark_ddl(DECODED_SCHEMA))
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobDescription(description)
     return df
@@ -631,9 +633,12 @@ def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: 
     summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
-    decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges")]
+    records = spark.sparkContext.accumulator(0)
+    decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges",
+                       records)]
     with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id), \
-            progress(spark, log, f"decode and dispatch {len(tasks)} ranges (a task each)"):
+            progress(spark, log, f"decode and dispatch {len(tasks)} ranges (a task each)",
+                     counted={"records": records}):
         plans, splits = _plans(decoded[0])
     kept, dropped = _kept(splits, plans)
     valid = _valid_rows(decoded[0], plans)
@@ -758,7 +763,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consumer_filters")
     filters_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in reg.rows], FILTERS_DDL)
     summary.tables["consumer_filters"] = replace_dump(filters_df, wh, "consumer_filters", inputs.dump_id)
-    units = _write_queue(spark, inputs, ctx, d, units, summary)
+    with progress(spark, log, "write consume_queue"):
+        units = _write_queue(spark, inputs, ctx, d, units, summary)
     if inputs.export_cq is not None:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: export consume queues")
         summary.export = _export(spark, units, inputs, summary)
@@ -767,7 +773,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: verify against the dump's consume queues")
         summary.verify = _verify(spark, units, inputs, reg, summary)
         log.info("verified: %d differences", summary.verify.differences)
-    _write_messages(spark, inputs, ctx, d, summary)
+    with progress(spark, log, "write messages"):
+        _write_messages(spark, inputs, ctx, d, summary)
     for df in d.frames:
         df.unpersist()
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")

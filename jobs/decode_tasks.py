@@ -27,6 +27,7 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -216,9 +217,10 @@ def _messages_table(t: dict, scan: RangeScan, ctx: TaskContext, out: SplitOutput
                                              schema=MESSAGES_TABLE)
 
 
-def decode_ranges(ctx: TaskContext):
+def decode_ranges(ctx: TaskContext, records: Any = None):
     """The mapInArrow function decoding each range once: per record its unit (and its messages row, or that row
-    written to the range's own Parquet file), LMQ units, and the split's report as the last row."""
+    written to the range's own Parquet file), LMQ units, and the split's report as the last row. `records`, a
+    Spark accumulator, is added each range's records (the job's progress lines)."""
     remote = sfs.snapshot()  # a remote store's file system, for the task's ranged reads
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -236,6 +238,8 @@ def decode_ranges(ctx: TaskContext):
                     yield from held
                 else:
                     write_units(ctx, held, out)
+            if records is not None:
+                records.add(scan.report.records)
             yield report_row(scan.report, out)
 
     return run

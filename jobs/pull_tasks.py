@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -195,9 +196,14 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object]]]:
     return _filters[key]
 
 
-def replay_queues(ctx: PullContext):
+SCANNED = matrix.COUNT_FIELDS.index("units_scanned")
+"""Where a plan's counts hold its decisions (units scanned)."""
+
+
+def replay_queues(ctx: PullContext, decisions: Any = None):
     """The applyInArrow function over (topic, queue_id) groups: a queue's units (with min_offset, units_per_file,
-    properties, tags) in; the queue replayed once for every OK plan of its topic, out as OUT_SCHEMA rows."""
+    properties, tags) in; the queue replayed once for every OK plan of its topic, out as OUT_SCHEMA rows.
+    `decisions`, a Spark accumulator, is added each piece's decisions (the job's progress lines)."""
 
     def run(table: pa.Table) -> pa.Table:
         topic = table.column("topic")[0].as_py()
@@ -217,6 +223,8 @@ def replay_queues(ctx: PullContext):
         real, cand = ctx.widths.get(topic, (0, 0))
         out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
                                   PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), span=span)
+        if decisions is not None:
+            decisions.add(sum(int(c[SCANNED]) for c in out.counts.values()))
         piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition()]],
                                                                       pa.list_(pa.int64()))})
         if ctx.targets:

@@ -625,21 +625,22 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
                        dump_id=inputs.dump_id)
 
 
-def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext) -> DataFrame:
+def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: Any = None) -> DataFrame:
     """The one replay: a task per piece of a queue (whole consumequeue files; a queue is one piece when short or
     RocksDB), every subscription of its topic at once (`pull_tasks.OUT_SCHEMA` rows). Tasks write the matrix and
     details as Parquet files themselves where they can (`ctx.targets`) and hand back the files, the pulls and a
     count row per subscription; elsewhere the compact output itself comes back. Persisted: the counts, the pulls
-    and the tables all read it, and nothing is replayed twice or read back to count."""
+    and the tables all read it, and nothing is replayed twice or read back to count. `decisions`: an accumulator
+    of the decisions made, for the progress lines."""
     from pyspark import StorageLevel
 
     joined = units.join(messages.select("commit_log_offset", *MESSAGE_SIDE), "commit_log_offset", "left")
-    out = joined.groupBy("topic", "queue_id", "piece").applyInArrow(replay_queues(ctx), out_ddl())
+    out = joined.groupBy("topic", "queue_id", "piece").applyInArrow(replay_queues(ctx, decisions), out_ddl())
     return out.persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
-           summary: Summary) -> list:
+           summary: Summary, decisions: Any = None) -> list:
     """Run the replay, keeping only the small rows on the driver (counts, pieces, written files): the summary's
     statistics and totals from them. Returns the FILE rows."""
     from pyspark.sql import functions as F
@@ -648,7 +649,8 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
                                          f"{' and write their files' if ctx.targets else ''}")
     with task_writes("pull_decisions", table_path(inputs.warehouse, "pull_decisions"), inputs.dump_id), \
-            progress(spark, log, f"replay {summary.queues} queues"):
+            progress(spark, log, f"replay {summary.queues} queues",
+                     counted={"decisions": decisions} if decisions is not None else None):
         small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
             "kind", "subscription_index", "counts", "file").collect()
     pieces = [r.counts for r in small if r.kind == PIECE]
@@ -742,9 +744,11 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     units = _queue_units(spark, inputs, topics, summary)
     ctx = _context(spark, inputs, planned, summary)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
-    out = _replay(units, messages, ctx)
-    files = _count(spark, inputs, planned, ctx, out, summary)
-    _write(spark, inputs, planned, ctx, out, files, summary)
+    decisions = spark.sparkContext.accumulator(0)
+    out = _replay(units, messages, ctx, decisions)
+    files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+    with progress(spark, log, "write the tables"):
+        _write(spark, inputs, planned, ctx, out, files, summary)
     if planned.candidates:
         _compare(spark, inputs, planned, ctx, out, messages, summary)
     out.unpersist()
