@@ -2,9 +2,9 @@
 
     python -m jobs.report --warehouse DIR --dump-id ID [--out FILE] [--top N] [--defaults FILE] [--master URL]
 
-Spark aggregates the tables of one dump_id (group_stats, the decisions' row form (`jobs.row_forms`) joined to
-messages, consumer_filters,
-dump_files, consume_queue); only small results reach the driver (a row per subscription, per file, per topic, the
+Spark aggregates the tables of one dump_id (group_stats; the decision matrix exploded only for the subscriptions
+whose group_stats counts hold tag mismatches or SQL92 errors, and only into those decisions (`jobs.row_forms.decided`),
+joined to messages; consumer_filters, dump_files, consume_queue); only small results reach the driver (a row per subscription, per file, per topic, the
 top collisions and error classes). `jobs.report_html.render` turns them into the page: per-subscription stacked
 bars of outcomes, the bloom false-positive rate measured against the configured one, the top tag-hash collisions,
 SQL92 errors by class and group, the seeds' bitmap question per topic, the dump's damaged ranges and file
@@ -169,10 +169,17 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
     log.info("%d subscriptions", len(groups))
 
     table("pull_decisions")  # the matrix: a missing one fails here with its name
-    decisions = row_forms.pull_decisions(spark, warehouse, dump_id)
     messages = table("messages")
+
+    def holding(outcome: str) -> Any:
+        """The subscriptions whose group_stats count of `outcome` is not 0 (a count the table lacks cannot tell:
+        those too): only their topics' matrix rows are exploded, only for them."""
+        column = vocab.OUTCOME_COLUMNS[outcome]
+        return F.col("subscription_index").isin([g["subscription_index"] for g in groups if g[column] != 0])
+
     sc.setJobDescription(f"{PROG} {dump_id}: tag-hash collisions")
-    mismatch = decisions.where(F.col("outcome") == vocab.TAG_CLIENT_MISMATCH)
+    mismatch = row_forms.decided(spark, warehouse, dump_id, subscriptions=holding(vocab.TAG_CLIENT_MISMATCH),
+                                 codes=F.col("outcome") == vocab.TAG_CLIENT_MISMATCH, details=False)
     coll = (mismatch.where(F.col("reason") == "client_tag_mismatch")
             .select("consumer_group", "topic", "subscription_index", "expression", "commit_log_offset", "tags_code")
             .join(messages.select("commit_log_offset", F.col("tags").alias("message_tag")), "commit_log_offset",
@@ -199,7 +206,8 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
     err_class = F.regexp_extract(detail, ERROR_CLASS, 1)
     cause = F.regexp_extract(detail, CAUSE_CLASS, 1)
     sql_errors = _rows(
-        decisions.where(F.col("outcome") == vocab.SQL_ERROR)
+        row_forms.decided(spark, warehouse, dump_id, subscriptions=holding(vocab.SQL_ERROR),
+                          codes=F.col("outcome") == vocab.SQL_ERROR)
         .select(F.when(err_class == "", F.lit("(no class)")).otherwise(err_class).alias("error_class"),
                 F.when(cause == "", F.lit(None)).otherwise(cause).alias("cause_class"),
                 "consumer_group", "topic", F.col("detail"))

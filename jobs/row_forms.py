@@ -95,6 +95,33 @@ def with_pull_index(rows: DataFrame, pulls: DataFrame) -> DataFrame:
         F.col("_ord") == 1).drop("_ord")
 
 
+def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, units: Column | None = None,
+            subscriptions: Column | None = None, codes: Column | None = None, details: bool = True) -> DataFrame:
+    """The matrix exploded: one row per (subscription, unit it scanned) with the subscription's and the code's
+    columns and, with `details`, decision_details' detail (null where none). Each condition narrows the work
+    before the explode: `units` on the matrix's unit columns (topic, queue_id, queue_offset, commit_log_offset),
+    `subscriptions` on group_stats (e.g. only those whose counts say they hold an outcome; only their topics'
+    units are read), `codes` on decision_codes (e.g. one outcome)."""
+    from pyspark.sql import functions as F
+
+    matrix = _read(spark, warehouse, "pull_decisions", dump_id)
+    if units is not None:
+        matrix = matrix.where(units)
+    subs = _read(spark, warehouse, "group_stats", dump_id)
+    if subscriptions is not None:
+        subs = subs.where(subscriptions)
+        topics = [r.topic for r in subs.select("topic").distinct().collect()]
+        matrix = matrix.where(F.col("topic").isin(topics))
+    code_rows = _read(spark, warehouse, "decision_codes", dump_id)
+    if codes is not None:
+        code_rows = code_rows.where(codes)
+    rows = explode(matrix, subs.select(*SUBSCRIPTION_COLUMNS), code_rows)
+    if details:
+        rows = rows.join(_read(spark, warehouse, "decision_details", dump_id),
+                         ["dump_id", "subscription_index", "topic", "queue_id", "queue_offset"], "left")
+    return rows
+
+
 def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = None,
                    units: Column | None = None) -> DataFrame:
     """One row per (subscription, unit it scanned), every column of `tables.PULL_DECISIONS`, for one dump (or
@@ -102,13 +129,7 @@ def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = No
     keeps only those units before the explode (a lookup, as explain's, reads only its units' rows)."""
     from pyspark.sql import functions as F
 
-    matrix = _read(spark, warehouse, "pull_decisions", dump_id)
-    if units is not None:
-        matrix = matrix.where(units)
-    subs = _read(spark, warehouse, "group_stats", dump_id).select(*SUBSCRIPTION_COLUMNS)
-    rows = explode(matrix, subs, _read(spark, warehouse, "decision_codes", dump_id))
-    details = _read(spark, warehouse, "decision_details", dump_id)
-    rows = rows.join(details, ["dump_id", "subscription_index", "topic", "queue_id", "queue_offset"], "left")
+    rows = decided(spark, warehouse, dump_id, units)
     sql_text = (F.col("layer") == vocab.COMMIT_LOG) & F.col("sql_value").isin("TRUE", "FALSE", "NULL")
     rows = rows.withColumn("detail", F.coalesce(F.col("detail"), F.when(sql_text, F.col("sql_value")))).withColumn(
         "bloom_bitmap", F.when(F.col("bloom_tested"), F.col("bloom_bitmap")))
