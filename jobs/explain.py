@@ -157,13 +157,19 @@ def answer(spark: SparkSession, inputs: Inputs) -> Answer:
         if found is None:
             found = messages.where((F.col("topic") == topic) & (F.col("queue_id") == int(qid)) &
                                    (F.col("queue_offset") == int(offset)))
-    elif inputs.by == "msg_id":
-        found = messages.where((F.col("uniq_key") == inputs.value) |
-                               (F.col("uniq_key").isNull() & (F.col("offset_msg_id") == inputs.value)))
-    elif inputs.by == "offset_msg_id":
-        found = messages.where(F.col("offset_msg_id") == inputs.value)
     else:
-        found = messages.where(F.array_contains(F.split(F.col("keys"), " "), inputs.value))
+        if inputs.by == "msg_id":
+            match = ((F.col("uniq_key") == inputs.value) |
+                     (F.col("uniq_key").isNull() & (F.col("offset_msg_id") == inputs.value)))
+        elif inputs.by == "offset_msg_id":
+            match = F.col("offset_msg_id") == inputs.value
+        else:
+            match = F.array_contains(F.split(F.col("keys"), " "), inputs.value)
+        # Ids and keys keep no file statistics: find the offsets reading those narrow columns alone, then the rows
+        # by offset, which the files' statistics narrow to the files holding them.
+        offsets = [r.commit_log_offset for r in messages.where(match).select("commit_log_offset")
+                   .orderBy("commit_log_offset").limit(MAX_MESSAGES + 1).collect()]
+        found = messages.where(F.col("commit_log_offset").isin(offsets))
     cols += [c for c in ("body", "body_size", "body_error") if c in messages.columns]
     rows = [r.asDict() for r in found.select(*cols).orderBy("commit_log_offset").limit(MAX_MESSAGES + 1).collect()]
     label = f"--{inputs.by.replace('_', '-')} {inputs.value}"

@@ -3,13 +3,14 @@
     python -m jobs.report --warehouse DIR --dump-id ID [--out FILE] [--top N] [--defaults FILE] [--master URL]
 
 Spark aggregates the tables of one dump_id (group_stats; the decision matrix exploded only for the subscriptions
-whose group_stats counts hold tag mismatches or SQL92 errors, and only into those decisions (`jobs.row_forms.decided`),
-joined to messages; consumer_filters, dump_files, consume_queue); only small results reach the driver (a row per subscription, per file, per topic, the
-top collisions and error classes). `jobs.report_html.render` turns them into the page: per-subscription stacked
-bars of outcomes, the bloom false-positive rate measured against the configured one, the top tag-hash collisions,
-SQL92 errors by class and group, the seeds' bitmap question per topic, the dump's damaged ranges and file
-accounting. The page is written to <warehouse>/reports/<dump_id>.html (a local warehouse) or to --out (required
-when the warehouse is a URI such as s3a:// or hdfs://).
+whose group_stats counts hold tag mismatches or SQL92 errors, and only into those decisions
+(`jobs.row_forms.decided`), joined to messages; consumer_filters, dump_files, consume_queue); only small results
+reach the driver (a row per subscription, per file, per topic, the top collisions and error classes).
+`jobs.report_html.render` turns them into the page: per-subscription stacked bars of outcomes, the bloom
+false-positive rate measured against the configured one, the top tag-hash collisions, SQL92 errors by class and
+group, the seeds' bitmap question per topic, the dump's damaged ranges and file accounting. The page is written to
+<warehouse>/reports/<dump_id>.html (a local warehouse) or to --out (required when the warehouse is a URI such as
+s3a:// or hdfs://).
 """
 
 from __future__ import annotations

@@ -130,10 +130,15 @@ def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = No
     from pyspark.sql import functions as F
 
     rows = decided(spark, warehouse, dump_id, units)
+    pulls = _read(spark, warehouse, "pulls", dump_id)
+    if units is not None:  # a lookup: only the pulls of the queues and subscriptions its few rows have
+        keys = rows.select("subscription_index", "queue_id").distinct().collect()
+        pulls = pulls.where(F.col("subscription_index").isin(sorted({k.subscription_index for k in keys}))
+                            & F.col("queue_id").isin(sorted({k.queue_id for k in keys})))
     sql_text = (F.col("layer") == vocab.COMMIT_LOG) & F.col("sql_value").isin("TRUE", "FALSE", "NULL")
     rows = rows.withColumn("detail", F.coalesce(F.col("detail"), F.when(sql_text, F.col("sql_value")))).withColumn(
         "bloom_bitmap", F.when(F.col("bloom_tested"), F.col("bloom_bitmap")))
-    rows = with_pull_index(rows, _read(spark, warehouse, "pulls", dump_id))
+    rows = with_pull_index(rows, pulls)
     return rows.select(*tables.PULL_DECISIONS.names)
 
 
