@@ -15,9 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+from filterlib import tables
 from filterlib import vocabulary as vocab
-from jobs import build_queues, explain, report, row_forms, simulate_pull
+from jobs import build_queues, explain, report, row_forms, simulate_pull, upgrade
 from jobs.cli import ROOT, job_session, load_defaults
+from jobs.delta_io import laid_out
 
 DEMO = ROOT / "demo"
 DUMP_ID = "demo"
@@ -45,7 +47,7 @@ def _examples(spark, warehouse: str) -> list[tuple[str, list[str]]]:
             continue
         m = messages.where(F.col("commit_log_offset") == row.commit_log_offset).select("uniq_key", "keys").first()
         key = ["--msg-id", m.uniq_key] if m.uniq_key else ["--queue", f"{row.topic}:{row.queue_id}:{row.queue_offset}"]
-        out.append((why, ["--warehouse", warehouse, "--group", row.consumer_group, *key]))
+        out.append((why, ["--warehouse", warehouse, "--dump-id", DUMP_ID, "--group", row.consumer_group, *key]))
     return out
 
 
@@ -54,6 +56,10 @@ def run(spark, out: Path) -> str:
     warehouse = str(out / "warehouse")
     common = ["--store", str(DEMO / "dump"), "--broker-conf", str(DEMO / "broker.conf"), "--subscriptions",
               str(DEMO / "subscriptions.json"), "--warehouse", warehouse, "--dump-id", DUMP_ID]
+    if laid_out(spark, warehouse, tables.TABLES)[0]:  # a demo warehouse an earlier release wrote
+        _rule(f"upgrade: python -m jobs.upgrade --warehouse {warehouse}")
+        for line in upgrade.run(spark, upgrade.Inputs(warehouse, {})).lines():
+            print(line)
     _rule("job 1: python -m jobs.build_queues " + " ".join(common))
     for line in build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(common))).lines():
         print(line)
