@@ -209,12 +209,12 @@ def _split(t: dict, scan: RangeScan, ctx: TaskContext, out: SplitOutput, carry: 
 
 def _messages_table(t: dict, scan: RangeScan, ctx: TaskContext, out: SplitOutput, held: list[pa.RecordBatch]
                     ) -> Iterator[pa.RecordBatch]:
-    """A range's messages rows as table batches (dump_id first) for write_part; its unit rows go to `held`."""
+    """A range's messages rows as batches for write_part (whose partition directory holds dump_id); its unit rows
+    go to `held`."""
     for rows, msgs in _split(t, scan, ctx, out, carry=False):
         held.append(rows)
         if msgs is not None:
-            yield pa.RecordBatch.from_arrays([pa.repeat(ctx.messages.dump_id, rows.num_rows), *msgs],
-                                             schema=MESSAGES_TABLE)
+            yield pa.RecordBatch.from_arrays(msgs, schema=MESSAGES_SCHEMA)
 
 
 def decode_ranges(ctx: TaskContext, records: Any = None):
@@ -257,9 +257,7 @@ def write_units(ctx: TaskContext, held: list[pa.RecordBatch], out: SplitOutput) 
     out.bitmaps = units.num_rows - units.column("filter_bitmap").null_count
     keys = units.group_by(["topic", "queue_id"]).aggregate([]) if units.num_rows else None
     out.queues = [[k["topic"], k["queue_id"]] for k in keys.to_pylist()] if keys is not None else []
-    table = pa.Table.from_arrays([pa.repeat(ctx.queue.dump_id, units.num_rows).cast(pa.string()), *units.columns],
-                                 schema=QUEUE_TABLE)
-    out.queue_part = write_part(ctx.queue, table, QUEUE_TABLE, QUEUE_STATS, ctx.compression, QUEUE_WRITER)
+    out.queue_part = write_part(ctx.queue, units, QUEUE_TABLE, QUEUE_STATS, ctx.compression, QUEUE_WRITER)
 
 
 @dataclasses.dataclass(frozen=True)

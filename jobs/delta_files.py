@@ -46,12 +46,12 @@ from jobs.delta_io import (
     PARTITION,
     STATS_PROPERTY,
     check_dump_id,
-    check_layout,
     ensure_table,
     partition_dir,
     stats_of,
     table_path,
 )
+from jobs.faults import LayoutOutdated
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -215,7 +215,8 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
     pq.ParquetWriter arguments, e.g. which columns get dictionaries and statistics) under the dump's partition
     directory with a unique name; return a plain dict describing it (path relative to the table, size,
     modification time, row count, Delta stats JSON with min/max/nullCount of stats_columns), or None when there
-    were no rows. `schema` is the table's; the partition column (dump_id) is not written: its directory holds it."""
+    were no rows. `schema` is the table's; the partition column (dump_id) is not written (the batches need not
+    carry it): its directory holds it."""
     fs = target.filesystem()
     rel = f"{partition_dir(target.dump_id)}/part-{uuid.uuid4()}-c000.{compression}.parquet"
     path = posixpath.join(target.root, rel) if target.kind != "local" else os.path.join(target.root, rel)
@@ -226,9 +227,10 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
         for batch in _batches(batches):
             if batch.num_rows == 0:
                 continue
+            if batch.schema.names != file_schema.names:
+                batch = batch.select(file_schema.names)
             if batch.schema != file_schema:
-                batch = pa.RecordBatch.from_arrays([batch.column(n).cast(file_schema.field(n).type)
-                                                    for n in file_schema.names], schema=file_schema)
+                batch = batch.cast(file_schema)
             if writer is None:
                 if target.kind == "local":
                     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -364,12 +366,13 @@ def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, f
     jobs.faults.TableWriteError like replace_dump; a table not partitioned by dump is delta_io.LayoutOutdated."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
-    check_layout(spark, path, table)
     files = [d for d in files if d is not None]
     stats = stats_of(stats_columns)
     try:
         ensure_table(spark, path, table, _spark_schema(schema), stats)
         return _commit(spark, path, table, dump_id, files, schema, stats)
+    except LayoutOutdated:
+        raise
     except Exception as e:  # Py4JJavaError, ValueError: the cause stays chained
         from jobs.faults import TableWriteError
 

@@ -67,11 +67,12 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
     spark = df.sparkSession
-    check_layout(spark, path, table)
     stats = stats_of(stats_columns)
     try:
         ensure_table(spark, path, table, json.loads(df.schema.json()), stats)
         _replace(df, path, dump_id, stats)
+    except LayoutOutdated:
+        raise
     except Exception as e:  # Py4JJavaError, a captured SQL or Python exception: the cause stays chained
         raise TableWriteError(table, path, dump_id) from e
     return path
@@ -90,8 +91,12 @@ def partition_columns(spark: SparkSession, path: str) -> list[str] | None:
 def ensure_table(spark: SparkSession, path: str, table: str, schema: dict, stats_columns: Sequence[str]) -> None:
     """Create the table at path, empty and partitioned by dump, unless it exists: a commit of rows needs a table
     to read, or two runs' first commits into a new warehouse would both claim its version 0 (Delta refuses the
-    second). Losing that race to another run's creation is fine once its table is partitioned by dump."""
-    if partition_columns(spark, path) is not None:
+    second). Losing that race to another run's creation is fine once its table is partitioned by dump. A table
+    there that is not partitioned by dump is LayoutOutdated."""
+    have = partition_columns(spark, path)
+    if have is not None:
+        if have != [PARTITION]:
+            raise _outdated(path, table)
         return
     jvm = spark._jvm
     delta = jvm.org.apache.spark.sql.delta
@@ -110,13 +115,12 @@ def ensure_table(spark: SparkSession, path: str, table: str, schema: dict, stats
     except Exception:
         if partition_columns(spark, path) != [PARTITION]:
             raise
-    check_layout(spark, path, table)
 
 
 def laid_out(spark: SparkSession, warehouse: str, names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(tables not partitioned by dump, tables that are) among `names` and `runs` present in the warehouse."""
+    """(tables not partitioned by dump, tables that are) among `names` present in the warehouse."""
     old, current = [], []
-    for name in sorted({*names, "runs"}):
+    for name in sorted(set(names)):
         have = partition_columns(spark, table_path(warehouse, name))
         if have is not None:
             (current if have == [PARTITION] else old).append(name)
@@ -137,9 +141,14 @@ def check_layout(spark: SparkSession, path: str, table: str) -> None:
     """LayoutOutdated when the table at path exists and is not partitioned by dump (PARTITION)."""
     have = partition_columns(spark, path)
     if have is not None and have != [PARTITION]:
-        warehouse = path.rstrip("/").rsplit("/", 1)[0]
-        raise LayoutOutdated(f"{path}: table {table} was written before tables were partitioned by dump "
-                             f"(one directory per dump); run `{UPGRADE} {warehouse}` once, then run again")
+        raise _outdated(path, table)
+
+
+def _outdated(path: str, table: str) -> LayoutOutdated:
+    """The refusal of a table an older release laid out, naming it and the upgrade command."""
+    warehouse = path.rstrip("/").rsplit("/", 1)[0]
+    return LayoutOutdated(f"{path}: table {table} was written before tables were partitioned by dump (one "
+                          f"directory per dump); run `{UPGRADE} {warehouse}` once, then run again")
 
 
 def _replace(df: DataFrame, path: str, dump_id: str, stats_columns: Sequence[str]) -> None:

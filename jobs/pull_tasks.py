@@ -23,6 +23,7 @@ from filterlib.replay.rows import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA
 from filterlib.store import fs as sfs
 from filterlib.store.dumpqueue import read_chunks, units_per_file
 from filterlib.store.storedir import StoreDir
+from jobs.delta_io import PARTITION
 from jobs.schemas import spark_ddl
 
 QUEUE_TASK_DDL = "topic string, queue_id int, piece_units long"
@@ -174,7 +175,6 @@ class PullContext:
     """Plans below this index are the run's subscriptions; from it on, what-if candidates (never written)."""
     targets: dict = dataclasses.field(default_factory=dict)
     """{table: delta_files.FileTarget} of WRITTEN when the tasks write their Parquet files themselves, else empty."""
-    dump_id: str = ""
 
 
 _filters: dict[str, dict] = {}
@@ -242,13 +242,15 @@ def _partition() -> int:
     return tc.partitionId() if tc is not None else -1
 
 
-def _with_head(t: pa.Table, dump_id: str, topic: str, queue_id: int, schema: pa.Schema) -> pa.Table:
-    """t's columns under the table's schema, dump_id / topic / queue_id filled in."""
+def _with_head(t: pa.Table, topic: str, queue_id: int, schema: pa.Schema) -> pa.Table:
+    """t's columns under the table's schema but its partition column (write_part's directory holds dump_id), topic
+    and queue_id filled in."""
     n = t.num_rows
-    fill = {"dump_id": dump_id, "topic": topic, "queue_id": queue_id}
+    fill = {"topic": topic, "queue_id": queue_id}
+    fields = [f for f in schema if f.name != PARTITION]
     cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else
-            pa.array([fill[f.name]] * n, f.type) for f in schema]
-    return pa.Table.from_arrays(cols, schema=schema)
+            pa.array([fill[f.name]] * n, f.type) for f in fields]
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
 def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand: int) -> pa.Table:
@@ -268,7 +270,7 @@ def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int
     for name, t in (("pull_decisions", mine), ("decision_details", d)):
         table, stats = WRITTEN[name]
         schema = table.arrow()
-        desc = write_part(ctx.targets[name], _with_head(t, ctx.dump_id, topic, queue_id, schema), schema, stats)
+        desc = write_part(ctx.targets[name], _with_head(t, topic, queue_id, schema), schema, stats)
         if desc is not None:
             files.append(json.dumps(desc))
     parts = [_part(FILE, len(files), topic, queue_id, {"file": pa.array(files, pa.string())}),

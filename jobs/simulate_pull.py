@@ -621,8 +621,7 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
                        planned.now, positions={str(k): v for k, v in positions.items()}, widths=widths,
                        rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
                            inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue),
-                       current=len(planned.plans), targets=_file_targets(spark, inputs.warehouse, inputs.dump_id),
-                       dump_id=inputs.dump_id)
+                       current=len(planned.plans), targets=_file_targets(spark, inputs.warehouse, inputs.dump_id))
 
 
 def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: Any = None) -> DataFrame:
@@ -640,7 +639,7 @@ def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: 
 
 
 def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
-           summary: Summary, decisions: Any = None) -> list:
+           summary: Summary, decisions: Any) -> list:
     """Run the replay, keeping only the small rows on the driver (counts, pieces, written files): the summary's
     statistics and totals from them. Returns the FILE rows."""
     from pyspark.sql import functions as F
@@ -650,7 +649,7 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
                                          f"{' and write their files' if ctx.targets else ''}")
     with task_writes("pull_decisions", table_path(inputs.warehouse, "pull_decisions"), inputs.dump_id), \
             progress(spark, log, f"replay {summary.queues} queues",
-                     counted={"decisions": decisions} if decisions is not None else None):
+                     counted={"decisions": decisions}):
         small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
             "kind", "subscription_index", "counts", "file").collect()
     pieces = [r.counts for r in small if r.kind == PIECE]
