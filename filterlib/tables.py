@@ -187,6 +187,23 @@ DUMPS = Table("dumps", "one row per dump", ("dump_id",), (DUMP_ID, *_cols(
     ("broker_version", STR, "the release the dump was replayed as (`--broker-version`, else detected, else 5.3.3; "
                             "job 2's default); null in rows written before the column existed"))))
 
+COPIES = Table("copies", "one row per store copy job 1 appended to a broker's history (`--broker`)",
+               ("dump_id", "from_offset"), (Column("dump_id", STR, "the broker's history (`--broker`)"), *_cols(
+    ("store", STR, "the copy: the absolute path, or the URI without its query and credentials"),
+    ("built_at", LONG, "when job 1 finished appending it (epoch ms)"),
+    ("first_offset", LONG, "the global offset of the copy's first commitlog file"),
+    ("from_offset", LONG, "where the copy's new records begin: the history's end before it (its first file's "
+                          "offset for the first copy, the gap's end after a gap)"),
+    ("to_offset", LONG, "the history's end after it: the rows with from_offset <= commit_log_offset < to_offset "
+                        "are the ones this copy added"),
+    ("gap_from", LONG, "the start of the offsets no copy held (deleted by retention before this copy), or null"),
+    ("gap_bytes", LONG, "bytes of that gap (0 without one)"),
+    ("files", INT, "commitlog files the copy added to or began"),
+    ("records", LONG, "records it added"),
+    ("units", LONG, "consume-queue units it added"),
+    ("checked", INT, "records of the copy compared with the history's before appending (all equal)"),
+    ("broker_version", STR, "the release the copy was replayed as"))))
+
 QUEUE_DIFF = Table("queue_diff", "one row per unit where the rebuild and the dump's own queues differ (`--verify`)",
                    ("dump_id", "topic", "queue_id", "queue_offset"), (DUMP_ID, *described(DIFF_SCHEMA, {
     "topic": "the unit's topic",
@@ -365,7 +382,7 @@ RUNS = Table("runs", "one row per complete run of a job on a dump (written last,
     ("inputs", pa.map_(pa.string(), pa.int64()), "each table of another job the run read, with the Delta version "
                                                  "it read (job 2: job 1's last complete run)"))))
 
-JOB1 = (MESSAGES, CONSUME_QUEUE, CONSUMER_FILTERS, DUMP_FILES, DUMPS, QUEUE_DIFF)
+JOB1 = (MESSAGES, CONSUME_QUEUE, CONSUMER_FILTERS, DUMP_FILES, DUMPS, COPIES, QUEUE_DIFF)
 JOB2 = (DECISION_MATRIX, DECISION_DETAILS, DECISION_CODES, PULLS, GROUP_STATS, WHAT_IF, PULL_DECISIONS,
         DELIVERED_MESSAGES)
 """Job 2's tables, then the two row forms (`jobs.row_forms`) that are documented beside them but not stored."""

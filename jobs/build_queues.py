@@ -33,6 +33,7 @@ from filterlib.errors import StoreFormatError
 from filterlib.rebuild.dispatch import CQ_SCHEMA, place_queue, registry_groups, registry_spec
 from filterlib.rebuild.dumpfiles import FilePlan, dump_file_row, plan_file
 from filterlib.rebuild.dumpregistry import RegistryLoad
+from filterlib.rebuild.history import Read, history_end, plan_append
 from filterlib.rebuild.verify import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import parse_delay_levels
@@ -40,7 +41,8 @@ from filterlib.store.queues import ROCKSDB
 from filterlib.store.scan import SplitReport, iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
-from filterlib.tables import CONSUMER_FILTERS, DUMP_FILES, DUMPS
+from filterlib.tables import CONSUMER_FILTERS, COPIES, DUMP_FILES, DUMPS
+from jobs import history
 from jobs.cli import (
     ROOT,
     InputError,
@@ -81,8 +83,9 @@ from jobs.decode_tasks import (
     parse_report,
 )
 from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
-from jobs.delta_io import replace_dump, table_path
+from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
+from jobs.history import Held
 from jobs.progress import progress
 from jobs.runs import read_dump, record_run
 from jobs.schemas import spark_ddl, table_ddl
@@ -99,6 +102,7 @@ QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
 CQ_STATS = QUEUE_STATS
 DUMP_FILES_DDL = table_ddl(DUMP_FILES)
 DUMPS_DDL = table_ddl(DUMPS)
+COPIES_DDL = table_ddl(COPIES)
 FILTERS_DDL = table_ddl(CONSUMER_FILTERS)
 
 
@@ -121,6 +125,10 @@ class Inputs:
     broker_version: str = brokerversion.DEFAULT
     version_line: str = ""
     bodies: bool = False
+    history: bool = False
+    """--broker: the run appends this copy to the broker's history (dump_id is the broker's name)."""
+    replace: bool = False
+    """--replace: the copy begins the history again."""
 
 
 @dataclass
@@ -219,12 +227,23 @@ class Summary:
     undecodable: int = 0
     undecodable_examples: list[dict] = field(default_factory=list)
     bodies: bool = False
+    checked: int = 0
+    gap: tuple[int, int] | None = None
+    from_offset: int = 0
+    to_offset: int = 0
+    history: list[str] = field(default_factory=list)
+    """With --broker: what the copy did to the broker's history (began it, appended, a gap, a torn tail)."""
+    nothing_new: str | None = None
+    """With --broker: why the copy added nothing (no table was written)."""
 
     def lines(self) -> list[str]:
         """The human summary."""
+        if self.nothing_new is not None:
+            return [*self.history, self.nothing_new, f"time {self.seconds:.1f} s"]
         rate = self.records / self.seconds if self.seconds else 0.0
         mb = self.bytes / self.seconds / 1e6 if self.seconds else 0.0
-        out = [f"dump {self.dump_id} (broker {brokerversion.rules_release(self.broker_version)}): {self.files} "
+        out = [*self.history,
+               f"dump {self.dump_id} (broker {brokerversion.rules_release(self.broker_version)}): {self.files} "
                f"commitlog files in {self.ranges} ranges, {self.bytes:,} bytes",
                "message bodies: written to messages (--bodies)" if self.bodies else
                "message bodies: not written (messages keeps body_size and body_error; the bodies stay in the dump, "
@@ -272,9 +291,19 @@ def parser() -> argparse.ArgumentParser:
                         "(s3://bucket/prefix?endpoint_override=host:port&scheme=http for an S3-compatible server)")
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="directory (or Hadoop URI) of the Delta tables, one per table: <warehouse>/<table>")
-    p.add_argument("--dump-id", metavar="ID",
-                   help="name of this dump in the tables (default: the store directory's name); letters, digits "
-                        "and . _ : @ + -")
+    name = p.add_mutually_exclusive_group()
+    name.add_argument("--dump-id", metavar="ID",
+                      help="name of this dump in the tables (default: the store directory's name); letters, "
+                           "digits and . _ : @ + -. A re-run of a dump replaces its rows")
+    name.add_argument("--broker", metavar="NAME",
+                      help="append this copy of the broker's store to the broker's history NAME (same characters): "
+                           "the first copy begins it; each later one adds only the records past the history's end, "
+                           "after checking that the records both hold are equal (a copy of another broker or of a "
+                           "wiped store is refused in words; an older copy or the same one again adds nothing, exit "
+                           "0); offsets deleted by retention before any copy held them are a gap, said and recorded "
+                           "in the table copies (docs/history.md)")
+    p.add_argument("--replace", action="store_true",
+                   help="with --broker: begin the history again from this copy (its rows replace the history's)")
     p.add_argument("--broker-conf", metavar="FILE",
                    help="the broker's broker.conf (Java properties): enableConsumeQueueExt, "
                         "enableCalcFilterBitMap, maxErrorRateOfBloomFilter, expectConsumerNumUseFilter, "
@@ -327,7 +356,13 @@ def validate(args: argparse.Namespace) -> Inputs:
         raise InputError(f"{args.broker_conf}: messageDelayLevel {conf.messageDelayLevel!r} is not a list like "
                          f"'1s 5s 10m 2h'") from None
     subs = read_subscriptions(args.subscriptions)
-    dump_id = dump_id_of(args.dump_id, args.store)
+    dump_id = dump_id_of(args.broker or args.dump_id, args.store)
+    history = args.broker is not None
+    if args.replace and not history:
+        raise InputError("--replace goes with --broker (a run with --dump-id always replaces its dump's rows)")
+    if history and not args.replace and (args.verify or args.export_cq is not None):
+        raise InputError("--verify and --export-cq compare or write a whole copy's queues: with --broker they need "
+                         "--replace, which begins the history again from this copy")
     if "://" not in args.warehouse:
         try:
             os.makedirs(args.warehouse, exist_ok=True)
@@ -353,7 +388,8 @@ def validate(args: argparse.Namespace) -> Inputs:
             raise InputError(f"{e}; --verify cannot compare the rebuild with it") from None
     version, version_line = resolve_version(args.broker_version, store)
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.subscriptions, defaults, split,
-                  bool(check), export, args.verify, version, version_line, args.bodies)
+                  bool(check), export, args.verify, version, version_line, args.bodies,
+                  history, args.replace)
 
 
 def _check_export_dir(path: str, store_root: str) -> str:
@@ -388,13 +424,15 @@ def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], descripti
     return df
 
 
-def _plans(df: DataFrame) -> tuple[dict[int, FilePlan], dict[int, list[tuple[SplitReport, SplitOutput]]]]:
-    """Each file's plan from its splits' reports, and the splits' reports and outputs by file."""
+def _plans(df: DataFrame, prefixes: dict[int, int]
+           ) -> tuple[dict[int, FilePlan], dict[int, list[tuple[SplitReport, SplitOutput]]]]:
+    """Each file's plan from its splits' reports (`prefixes`: records a history already holds of a file read from
+    its end), and the splits' reports and outputs by file."""
     splits = defaultdict(list)
     for row in df.where(df.report.isNotNull()).select("report").collect():
         r, out = parse_report(row.report)
         splits[r.file_base].append((r, out))
-    return {base: plan_file([r for r, _ in rs]) for base, rs in splits.items()}, splits
+    return {base: plan_file([r for r, _ in rs], prefixes.get(base, 0)) for base, rs in splits.items()}, splits
 
 
 def _kept(splits: dict[int, list[tuple[SplitReport, SplitOutput]]], plans: dict[int, FilePlan]
@@ -626,11 +664,17 @@ class Decoded:
     fallback_bases: set[int]
 
 
-def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: Summary) -> Decoded:
-    """Decode and dispatch every range once; a file whose splits lose sync is decoded again as one range."""
-    files = inputs.store.commitlog.files
-    tasks = [(f.path, f.base, f.size, s, e) for f in files for s, e in iter_ranges(f.size, inputs.split_bytes)]
-    summary.files, summary.ranges, summary.bytes = len(files), len(tasks), sum(f.size for f in files)
+def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: Summary, reads: list[Read]
+                ) -> Decoded:
+    """Decode and dispatch every range of the reads once (a whole file, or a file from a history's end); a file
+    whose splits lose sync is decoded again as one range from its read's start."""
+    tasks = [(r.file.path, r.file.base, r.file.size, s, e, r.start) for r in reads
+             for s, e in iter_ranges(r.file.size, inputs.split_bytes, r.start)]
+    prefixes = {r.file.base: r.prefix_records for r in reads}
+    starts = {r.file.base: r.start for r in reads}
+    summary.files, summary.ranges = len(reads), len(tasks)
+    summary.bytes = sum(r.file.size - r.start for r in reads)
+    files = reads
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     records = spark.sparkContext.accumulator(0)
@@ -639,21 +683,22 @@ def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: 
     with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id), \
             progress(spark, log, f"decode and dispatch {len(tasks)} ranges (a task each)",
                      counted={"records": records}):
-        plans, splits = _plans(decoded[0])
+        plans, splits = _plans(decoded[0], prefixes)
     kept, dropped = _kept(splits, plans)
     valid = _valid_rows(decoded[0], plans)
     redo = [p for p in plans.values() if p.fallback]
     if redo:
         summary.fallbacks = [os.path.basename(p.account.path) for p in redo]
         log.info("desync: %d files re-decoded as one range each: %s", len(redo), ", ".join(summary.fallbacks))
-        whole = [(p.account.path, p.account.file_base, p.account.file_size, 0, p.account.file_size) for p in redo]
+        whole = [(p.account.path, p.account.file_base, p.account.file_size, starts[p.account.file_base],
+                  p.account.file_size, starts[p.account.file_base]) for p in redo]
         decoded.append(_decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
         with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id):
-            again, more = _plans(decoded[-1])
+            again, more = _plans(decoded[-1], prefixes)
         also, gone = _kept(more, again)
         kept, dropped = kept + also, dropped + gone
         stuck = [os.path.basename(p.account.path) for p in again.values() if p.fallback]
-        if stuck:  # one range from offset 0 follows the record chain itself: it cannot lose sync
+        if stuck:  # one range from a record boundary follows the record chain itself: it cannot lose sync
             raise RuntimeError(f"whole-file decode of {', '.join(stuck)} is inconsistent with its own report")
         plans.update(again)
         # the first pass's rows of these files were dropped by _valid_rows: the whole-file decode's stand alone
@@ -685,9 +730,10 @@ def _units(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, su
 
 
 def _write_queue(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, units: DataFrame | None,
-                 summary: Summary) -> DataFrame | None:
+                 summary: Summary, on_top_of: int | None = None) -> DataFrame | None:
     """consume_queue: the tasks' files committed (the kept splits'; the others deleted), or the units written
-    through Spark, range-partitioned and sorted by queue. Returns the units for --export-cq and --verify."""
+    through Spark, range-partitioned and sorted by queue; added to a history's at version `on_top_of` when given.
+    Returns the units for --export-cq and --verify."""
     from pyspark.sql import functions as F
 
     sc, wh = spark.sparkContext, inputs.warehouse
@@ -697,11 +743,11 @@ def _write_queue(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decod
         cq_df = (units.withColumn("dump_id", F.lit(inputs.dump_id)).select("dump_id", *CQ_COLUMNS)
                  .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY)
                  .sortWithinPartitions(*QUEUE_KEY))
-        summary.tables["consume_queue"] = replace_dump(cq_df, wh, "consume_queue", inputs.dump_id, CQ_STATS)
+        summary.tables["consume_queue"] = append_dump(cq_df, wh, "consume_queue", inputs.dump_id, on_top_of, CQ_STATS)
     else:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: commit consume_queue")
         commit_dump(spark, wh, "consume_queue", inputs.dump_id, [o.queue_part for o in d.kept], QUEUE_TABLE,
-                    QUEUE_STATS)
+                    QUEUE_STATS, on_top_of)
         summary.tables["consume_queue"] = table_path(wh, "consume_queue")
         _delete_parts(ctx.queue, [o.queue_part for o in d.dropped if o.queue_part is not None])
         if inputs.export_cq is not None or inputs.verify:
@@ -710,9 +756,11 @@ def _write_queue(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decod
     return units
 
 
-def _write_messages(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, summary: Summary) -> None:
+def _write_messages(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, summary: Summary,
+                    on_top_of: int | None = None) -> None:
     """messages: the kept splits' files committed (the others deleted), or the kept rows written through Spark;
-    the rows written checked against the records the split reports counted."""
+    added to a history's at version `on_top_of` when given; the rows written checked against the records the split
+    reports counted."""
     from pyspark.sql import functions as F
 
     wh = inputs.warehouse
@@ -720,15 +768,17 @@ def _write_messages(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: De
                                          f"{PROG} {inputs.dump_id}: write messages")
     if ctx.messages is not None:
         parts = [o.part for o in d.kept if o.part is not None]
-        commit_dump(spark, wh, "messages", inputs.dump_id, parts, MESSAGES_TABLE, MESSAGES_STATS)
+        commit_dump(spark, wh, "messages", inputs.dump_id, parts, MESSAGES_TABLE, MESSAGES_STATS, on_top_of)
         summary.tables["messages"] = table_path(wh, "messages")
         _delete_parts(ctx.messages, [o.part for o in d.dropped if o.part is not None])
         written = sum(p["num_records"] for p in parts)
     else:
         msg_df = d.valid.where(F.col("message").isNotNull()).select(
             F.lit(inputs.dump_id).alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
-        summary.tables["messages"] = replace_dump(msg_df, wh, "messages", inputs.dump_id, MESSAGES_STATS)
+        summary.tables["messages"] = append_dump(msg_df, wh, "messages", inputs.dump_id, on_top_of, MESSAGES_STATS)
         written = _rows_written(spark, summary.tables["messages"])
+        if on_top_of is not None and written is not None:  # the partition was rewritten with the history's rows
+            written -= read_dump(spark, wh, "messages", inputs.dump_id, version=on_top_of).count()
     if written != summary.records:
         summary.issues.append(f"the messages write holds {written} rows where the split reports counted "
                               f"{summary.records} records")
@@ -740,31 +790,120 @@ def _write_messages(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: De
         log.info("bodies the client cannot decode: %d", summary.undecodable)
 
 
+def _held(spark: SparkSession, inputs: Inputs) -> Held | None:
+    """The broker's history the copy continues (--broker without --replace), None when it begins one."""
+    if not inputs.history or inputs.replace:
+        return None
+    held = history.load(spark, inputs.warehouse, inputs.dump_id)
+    if held is not None and inputs.store.conf.enableMultiDispatch:
+        raise InputError(f"{inputs.store.root}: appending to broker {inputs.dump_id}'s history is not supported "
+                         f"with enableMultiDispatch (LMQ queue offsets are placed over whole queues); --replace "
+                         f"begins the history again from this copy")
+    return held
+
+
+def _reads(spark: SparkSession, inputs: Inputs, held: Held | None, ctx: TaskContext, summary: Summary
+           ) -> list[Read]:
+    """What of the copy to decode: every file, or on a history the bytes past its end, once the records both hold
+    are proved equal (InputError naming the broker, the offset and what differs otherwise); the gap said."""
+    files = inputs.store.commitlog.files
+    if held is None:
+        return [Read(f, 0) for f in files]
+    plan = plan_append(held.end, files, held.bases, held.last_record)
+    where = f"{inputs.store.root} is not a copy of broker {inputs.dump_id}'s history"
+    if plan.problem is None:
+        plan.problem = history.continuity_problem(spark, inputs.warehouse, inputs.dump_id, held, files,
+                                                  plan.check_offsets, ctx.options())
+    if plan.problem is not None:
+        raise InputError(f"{where}: {plan.problem} (a wiped and restarted store, or another broker's copy: name "
+                         f"another --broker, or --replace to begin the history again from this copy)")
+    summary.checked = len(plan.check_offsets)
+    summary.gap = plan.gap
+    if plan.gap is not None:
+        summary.history.append(f"gap: offsets {plan.gap[0]} to {plan.gap[1]} ({plan.gap_bytes:,} bytes) were deleted "
+                               f"by retention before a copy held them: their records are not in the history")
+    log.info("history %s ends at %d; the copy adds %d reads; %d records checked equal", inputs.dump_id,
+             held.end.end, len(plan.reads), summary.checked)
+    return plan.reads
+
+
+def _history_rows(spark: SparkSession, inputs: Inputs, held: Held | None, reads: list[Read],
+                  file_rows: list[dict], summary: Summary) -> list[dict]:
+    """The history's dump_files rows after this copy (the files it read replace the history's rows of them), and
+    the summary's words on what the copy did."""
+    merged = file_rows if held is None else (
+        [r for r in held.files if r["file_base"] not in {f["file_base"] for f in file_rows}] + file_rows)
+    merged.sort(key=lambda r: r["file_base"])
+    if not inputs.history:
+        return merged
+    end = history_end(merged)
+    summary.from_offset = (held.end.end if held is not None and summary.gap is None else
+                           summary.gap[1] if summary.gap is not None else
+                           min((r.file.base + r.start for r in reads), default=0))
+    summary.to_offset = end.end if end is not None else summary.from_offset
+    began = "began the history" if held is None else "continues the history"
+    summary.history.insert(0, f"broker {inputs.dump_id}: this copy {began}: offsets {summary.from_offset} to "
+                              f"{summary.to_offset}, {summary.records:,} records"
+                              + (f" ({summary.checked} records both hold compared: equal)" if summary.checked else ""))
+    newest = max(reads, key=lambda r: r.file.base, default=None)
+    row = next((r for r in file_rows if newest is not None and r["file_base"] == newest.file.base), None)
+    if row is not None and row["end_kind"] == "fail":
+        summary.history.append(f"the copy ends inside a record at offset {row['file_base'] + row['valid_end']} "
+                               f"(a copy taken while the broker writes): the history ends before it, and the next "
+                               f"copy decodes it whole")
+    return merged
+
+
+def _nothing_new(inputs: Inputs, held: Held, summary: Summary, t0: float) -> Summary:
+    """The summary of a copy that adds nothing to the history (no table is written)."""
+    summary.history = [h for h in summary.history if not h.startswith(f"broker {inputs.dump_id}:")]
+    summary.nothing_new = (f"nothing new: the history of broker {inputs.dump_id} ends at offset {held.end.end} and "
+                           f"the copy holds no record past it (an older copy, or the same one again); no table "
+                           f"written")
+    summary.seconds = time.monotonic() - t0
+    return summary
+
+
 def run(spark: SparkSession, inputs: Inputs) -> Summary:
-    """Build the tables of one dump with an existing session; returns the summary. The steps: the registry, the
-    one decode pass, the counts, the small tables, consume_queue, --export-cq / --verify, messages, the dumps row,
-    and the runs row last."""
+    """Build the tables of one dump with an existing session, or append a copy to a broker's history (--broker);
+    returns the summary. The steps: the registry, the history's end and the copy checked against it, the one
+    decode pass, the counts, the small tables, consume_queue, --export-cq / --verify, messages, the dumps and
+    copies rows, and the runs row last."""
     t0 = time.monotonic()
     sc = spark.sparkContext
     wh = inputs.warehouse
     apply_writer_conf(spark, inputs.defaults)
     summary, reg = _start(inputs)
+    held = _held(spark, inputs)
     ctx = _context(spark, inputs, reg, summary)
-    d = _decode_all(spark, inputs, ctx, summary)
-    files = inputs.store.commitlog.files
-    file_rows = [dump_file_row(d.plans[f.base], inputs.store.root, f.base in d.fallback_bases) for f in files]
-    summary.records = sum(r["records"] for r in file_rows)
+    reads = _reads(spark, inputs, held, ctx, summary)
+    if held is not None and not reads:
+        return _nothing_new(inputs, held, summary, t0)
+    d = _decode_all(spark, inputs, ctx, summary, reads)
+    file_rows = [dump_file_row(d.plans[r.file.base], inputs.store.root, r.file.base in d.fallback_bases)
+                 for r in reads]
+    summary.records = sum(r["records"] for r in file_rows) - sum(r.prefix_records for r in reads)
     summary.damaged = [r for r in file_rows if r["damage_offset"] is not None]
     log.info("decoded: %d records, %d damaged ranges", summary.records, len(summary.damaged))
+    merged = _history_rows(spark, inputs, held, reads, file_rows, summary)
+    if held is not None and summary.records == 0:
+        for target, parts in ((ctx.messages, [o.part for o in d.kept + d.dropped]),
+                              (ctx.queue, [o.queue_part for o in d.kept + d.dropped])):
+            if target is not None:
+                _delete_parts(target, [p for p in parts if p is not None])
+        for df in d.frames:
+            df.unpersist()
+        return _nothing_new(inputs, held, summary, t0)
+    on_top_of = (lambda t: held.versions.get(t)) if held is not None else (lambda t: None)
     units = _units(spark, inputs, ctx, d, summary)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dump_files")
-    files_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in file_rows], DUMP_FILES_DDL)
+    files_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in merged], DUMP_FILES_DDL)
     summary.tables["dump_files"] = replace_dump(files_df, wh, "dump_files", inputs.dump_id)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consumer_filters")
     filters_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in reg.rows], FILTERS_DDL)
     summary.tables["consumer_filters"] = replace_dump(filters_df, wh, "consumer_filters", inputs.dump_id)
     with progress(spark, log, "write consume_queue"):
-        units = _write_queue(spark, inputs, ctx, d, units, summary)
+        units = _write_queue(spark, inputs, ctx, d, units, summary, on_top_of("consume_queue"))
     if inputs.export_cq is not None:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: export consume queues")
         summary.export = _export(spark, units, inputs, summary)
@@ -774,29 +913,54 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.verify = _verify(spark, units, inputs, reg, summary)
         log.info("verified: %d differences", summary.verify.differences)
     with progress(spark, log, "write messages"):
-        _write_messages(spark, inputs, ctx, d, summary)
+        _write_messages(spark, inputs, ctx, d, summary, on_top_of("messages"))
     for df in d.frames:
         df.unpersist()
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")
-    summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(inputs, summary)], DUMPS_DDL), wh,
-                                           "dumps", inputs.dump_id)
+    summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(spark, inputs, summary, held, merged)],
+                                                                 DUMPS_DDL), wh, "dumps", inputs.dump_id)
+    if inputs.history:
+        sc.setJobDescription(f"{PROG} {inputs.dump_id}: write copies")
+        summary.tables["copies"] = append_dump(spark.createDataFrame([_copy_row(inputs, summary)], COPIES_DDL), wh,
+                                               "copies", inputs.dump_id, on_top_of("copies"))
     record_run(spark, wh, PROG, inputs.dump_id, summary.tables)  # last: readers move to this run's tables
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
     return summary
 
 
-def _dump_row(inputs: Inputs, summary: Summary) -> dict:
-    """The dumps table's row: where the dump and its inputs are, so job 2 and explain can find them again."""
+def _copy_row(inputs: Inputs, summary: Summary) -> dict:
+    """The copies table's row of this copy."""
+    root = inputs.store.root
+    files = inputs.store.commitlog.files
+    return {"dump_id": inputs.dump_id, "store": root if "://" in root else os.path.abspath(root),
+            "built_at": int(time.time() * 1000), "first_offset": files[0].base if files else 0,
+            "from_offset": summary.from_offset, "to_offset": summary.to_offset,
+            "gap_from": None if summary.gap is None else summary.gap[0],
+            "gap_bytes": 0 if summary.gap is None else summary.gap[1] - summary.gap[0],
+            "files": summary.files, "records": summary.records, "units": summary.units,
+            "checked": summary.checked, "broker_version": inputs.broker_version}
+
+
+def _dump_row(spark: SparkSession, inputs: Inputs, summary: Summary, held: Held | None, files: list[dict]) -> dict:
+    """The dumps table's row: where the dump (a history's newest copy) and its inputs are, so job 2 and explain can
+    find them again, and what the tables hold of it (a history's counts are the whole history's)."""
     def local(path: str | None) -> str | None:
         return None if path is None else os.path.abspath(path)
 
     root = inputs.store.root
-    return {"dump_id": inputs.dump_id, "store": root if "://" in root else os.path.abspath(root),
-            "broker_conf": local(inputs.broker_conf), "subscriptions": local(inputs.subscriptions_path),
-            "built_at": int(time.time() * 1000), "files": summary.files, "bytes": summary.bytes,
-            "records": summary.records, "units": summary.units, "queues": summary.queues,
-            "broker_version": inputs.broker_version}
+    row = {"dump_id": inputs.dump_id, "store": root if "://" in root else os.path.abspath(root),
+           "broker_conf": local(inputs.broker_conf), "subscriptions": local(inputs.subscriptions_path),
+           "built_at": int(time.time() * 1000), "files": summary.files, "bytes": summary.bytes,
+           "records": summary.records, "units": summary.units, "queues": summary.queues,
+           "broker_version": inputs.broker_version}
+    if held is not None:
+        before = read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id, version=held.versions["dumps"]).first()
+        queues = (read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id, latest=True)
+                  .select("topic", "queue_id").distinct().count())
+        row.update(files=len(files), bytes=sum(f["size"] for f in files), records=sum(f["records"] for f in files),
+                   units=(before.units or 0) + summary.units, queues=queues)
+    return row
 
 
 def _prepare(args: argparse.Namespace) -> Inputs:

@@ -45,7 +45,7 @@ from filterlib.store.storedir import StoreDir
 from filterlib.tables import CONSUME_QUEUE, MESSAGES
 from jobs.delta_files import FileTarget, write_part
 
-TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long"
+TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, anchor long"
 MESSAGES_SCHEMA = MESSAGES.arrow(drop=("dump_id",))
 """The decoded record (`filterlib.store.scan.SCHEMA`), and why the client's decode of its body fails (null where
 it decodes): the messages table without dump_id."""
@@ -128,7 +128,7 @@ def _scans(batches: Iterator[pa.RecordBatch], opts: ScanOptions) -> Iterator[tup
     for tasks in batches:
         for t in tasks.to_pylist():
             yield t, RangeScan(t["path"], t["range_start"], t["range_end"], opts, file_base=t["file_base"],
-                               file_size=t["file_size"])
+                               file_size=t["file_size"], anchor=t["anchor"])
 
 
 @dataclasses.dataclass

@@ -319,6 +319,14 @@ def _files_to_remove(spark: SparkSession, txn: Any, path: str, dump_id: str) -> 
     return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(files))
 
 
+def _file_names(spark: SparkSession, path: str, dump_id: str, version: int) -> set[str]:
+    """The names of the data files of dump_id's partition at a version (file names are unique: a uuid each)."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").option("versionAsOf", version).load(path).where(F.col(PARTITION) == dump_id)
+    return {posixpath.basename(unquote(f)) for f in df.inputFiles()}
+
+
 def _metadata_json(txn: Any, schema: pa.Schema, stats_columns: Sequence[str], table: str) -> str | None:
     """The metaData action the commit needs (a merged schema, a changed statistics property), else None."""
     md = json.loads(txn.metadata().json())["metaData"]
@@ -336,7 +344,7 @@ def _metadata_json(txn: Any, schema: pa.Schema, stats_columns: Sequence[str], ta
 
 
 def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Sequence[dict], schema: pa.Schema,
-            stats_columns: Sequence[str]) -> int:
+            stats_columns: Sequence[str], on_top_of: int | None = None) -> int:
     """commit_dump's transaction itself."""
     for d in files:
         if d.get("dump_id") != dump_id or d.get("table_uri") != path:
@@ -349,28 +357,36 @@ def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Seq
     md = _metadata_json(txn, schema, stats_columns, table)
     if md is not None:
         txn.updateMetadata(delta.actions.Action.fromJson(md), False)
-    removes = [f.remove() for f in _files_to_remove(spark, txn, path, dump_id)]
+    current = _files_to_remove(spark, txn, path, dump_id)
+    if on_top_of is not None:  # keep what that version held: only files committed since (a killed run's) go
+        held = _file_names(spark, path, dump_id, on_top_of)
+        current = [f for f in current if posixpath.basename(str(f.path())) not in held]
+    removes = [f.remove() for f in current]
     adds = [delta.actions.Action.fromJson(_add_action(d, dump_id)) for d in files]
+    modes = jvm.org.apache.spark.sql.SaveMode
+    mode = modes.Overwrite if on_top_of is None else modes.Append
     op = getattr(delta, "DeltaOperations$Write")(
-        jvm.org.apache.spark.sql.SaveMode.Overwrite, _none(jvm), _some(jvm, f"dump_id = '{dump_id}'"), _none(jvm),
+        mode, _none(jvm), _some(jvm, f"dump_id = '{dump_id}'") if on_top_of is None else _none(jvm), _none(jvm),
         _none(jvm), _none(jvm), _some(jvm, md is not None), _none(jvm), _none(jvm))
     return int(txn.commit(_jvm_list(jvm, [*removes, *adds]), op))
 
 
 def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, files: Sequence[dict],
-                schema: pa.Schema, stats_columns: Sequence[str] = ()) -> int:
+                schema: pa.Schema, stats_columns: Sequence[str] = (), on_top_of: int | None = None) -> int:
     """On the driver: ONE Delta commit that removes every file in dump_id's partition and adds `files`; creates the
     table when missing (schema from the Arrow schema via jobs.schemas / filterlib.tables, partitioned by dump);
     merges a newer schema as replace_dump does (mergeSchema semantics); returns the committed version. Runs of
     other dumps committing meanwhile are no conflict (delta_io.PARTITION). Failures raise
-    jobs.faults.TableWriteError like replace_dump; a table not partitioned by dump is delta_io.LayoutOutdated."""
+    jobs.faults.TableWriteError like replace_dump; a table not partitioned by dump is delta_io.LayoutOutdated.
+    `on_top_of` appends instead: the partition's files at that version stay (a history's last complete run), any
+    committed since (by a run killed before its runs row) go, so a re-run never holds a row twice."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
     files = [d for d in files if d is not None]
     stats = stats_of(stats_columns)
     try:
         ensure_table(spark, path, table, _spark_schema(schema), stats)
-        return _commit(spark, path, table, dump_id, files, schema, stats)
+        return _commit(spark, path, table, dump_id, files, schema, stats, on_top_of)
     except LayoutOutdated:
         raise
     except Exception as e:  # Py4JJavaError, ValueError: the cause stays chained

@@ -78,6 +78,20 @@ def replace_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, stats_
     return path
 
 
+def append_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, on_top_of: int | None,
+                stats_columns: Sequence[str] = ()) -> str:
+    """replace_dump of dump_id's rows at version `on_top_of` (a history's last complete run; None: no rows yet)
+    with df's rows added: one commit, and a re-run after a run killed past its commit never holds a row twice.
+    It rewrites the partition: for tables a history keeps small, or where the tasks cannot write files themselves."""
+    from pyspark.sql import functions as F
+
+    if on_top_of is not None:
+        held = (df.sparkSession.read.format("delta").option("versionAsOf", on_top_of)
+                .load(table_path(warehouse, table)).where(F.col(PARTITION) == dump_id))
+        df = held.select(*df.columns).unionByName(df)
+    return replace_dump(df, warehouse, table, dump_id, stats_columns)
+
+
 def partition_columns(spark: SparkSession, path: str) -> list[str] | None:
     """The partition columns of the Delta table at path; None when there is no Delta table there."""
     jvm = spark._jvm

@@ -31,9 +31,11 @@ class FilePlan:
         return self.account.file_base + self.account.valid_end
 
 
-def plan_file(reports: Sequence[SplitReport]) -> FilePlan:
-    """Merge one file's split reports into its plan."""
-    return FilePlan(merge_reports(reports), len(reports), sum(r.records for r in reports))
+def plan_file(reports: Sequence[SplitReport], prefix_records: int = 0) -> FilePlan:
+    """Merge one file's split reports into its plan; `prefix_records`: records before the first report's start
+    that an earlier read decoded (a history continued inside the file), counted as emitted."""
+    return FilePlan(merge_reports(reports, prefix_records), len(reports),
+                    prefix_records + sum(r.records for r in reports))
 
 
 def relative_path(path: str, store_root: str) -> str:

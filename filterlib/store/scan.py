@@ -256,13 +256,15 @@ def file_base_of(path: str) -> int:
     return int(name)
 
 
-def iter_ranges(file_size: int, target_bytes: int) -> list[tuple[int, int]]:
-    """Split [0, file_size) into about-equal ranges of roughly target_bytes (at least one range)."""
-    if file_size <= 0:
-        return [(0, 0)]
-    k = max(1, -(-file_size // max(1, target_bytes)))
-    step = -(-file_size // k)
-    return [(s, min(s + step, file_size)) for s in range(0, file_size, step)]
+def iter_ranges(file_size: int, target_bytes: int, start: int = 0) -> list[tuple[int, int]]:
+    """Split [start, file_size) into about-equal ranges of roughly target_bytes (at least one range). `start` is a
+    record boundary already known (where a broker's history continues inside a file); 0 reads the whole file."""
+    size = file_size - start
+    if size <= 0:
+        return [(start, start)]
+    k = max(1, -(-size // max(1, target_bytes)))
+    step = -(-size // k)
+    return [(s, min(s + step, file_size)) for s in range(start, file_size, step)]
 
 
 _MIN_RECORD = 91  # 74 fixed bytes + two 8-byte hosts + a 1-byte topic length
@@ -464,8 +466,11 @@ class RangeScan:
     """Decode the records that start in [start, end) of one commitlog file; `report` is complete after iterating."""
 
     def __init__(self, path: str, start: int, end: int, opts: ScanOptions | None = None,
-                 file_base: int | None = None, file_size: int | None = None):
+                 file_base: int | None = None, file_size: int | None = None, anchor: int = 0):
         self.path = path
+        self.anchor = anchor
+        """A file offset known to be a record boundary (0, or where a broker's history continues): a range that
+        starts there decodes from it; any other start first finds the next record (`find_first`)."""
         self.opts = opts or ScanOptions()
         self.file_base = file_base_of(path) if file_base is None else file_base
         self.file_size = sfs.getsize(path) if file_size is None else file_size
@@ -496,7 +501,7 @@ class RangeScan:
             return
         pos = start
         buf, boff, eof = win.read(pos, o.chunk_bytes)
-        if start != 0:
+        if start != self.anchor:
             need = o.chunk_bytes
             while True:
                 st, p = K.find_first(buf, pos - boff, end - boff, boff, self.file_base, eof, fsize, o.checks,
@@ -598,11 +603,13 @@ def _last_nonzero(win: _Window, lo: int, hi: int) -> int:
     return -1
 
 
-def merge_reports(reports: Sequence[SplitReport]) -> FileAccount:
-    """Combine the split reports of one file into the broker scanner's verdict and its byte accounting."""
+def merge_reports(reports: Sequence[SplitReport], prefix_records: int = 0) -> FileAccount:
+    """Combine the split reports of one file into the broker scanner's verdict and its byte accounting. The reports
+    tile the file from the first one's start: a start past 0 is a record boundary where an earlier read of the file
+    stopped, whose `prefix_records` records (all of [0, start)) count as decoded, so the account is the whole file's."""
     rs = sorted(reports, key=lambda r: r.start)
     path, base, fsize = rs[0].path, rs[0].file_base, rs[0].file_size
-    edge = 0
+    start = edge = rs[0].start
     for r in rs:
         if r.start != edge:
             raise ValueError(f"split reports of {path} do not tile the file at {edge}")
@@ -610,13 +617,13 @@ def merge_reports(reports: Sequence[SplitReport]) -> FileAccount:
     if edge != fsize and fsize > 0:
         raise ValueError(f"split reports of {path} end at {edge}, file size {fsize}")
     stops = [(r.stop, r.stop_kind, r.stop_reason) for r in rs if r.stop is not None]
-    if fsize == 0:
-        stops.append((0, "eof", 0))
+    if fsize == start:
+        stops.append((start, "eof", 0))
     if not stops:
-        stops.append((0, "fail", K.ST_TRUNCATED_HEADER))
+        stops.append((start, "fail", K.ST_TRUNCATED_HEADER))
     cut, kind, reason = min(stops, key=lambda t: t[0])
-    acc = FileAccount(path, base, fsize, cut, end_kind=kind)
-    expected = 0
+    acc = FileAccount(path, base, fsize, cut, records=prefix_records, decoded_bytes=start, end_kind=kind)
+    expected = start
     desync = False
     for r in rs:
         if expected >= cut:

@@ -1,0 +1,96 @@
+"""A broker's history in the warehouse (job 1 with --broker): the state its last complete run left (dump_files at
+the pinned version, the history's end and last record), and a new copy checked against it record by record at the
+check points before anything is appended (`filterlib.rebuild.history`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from filterlib.rebuild.history import CHECKED, HistoryEnd, history_end
+from filterlib.store.scan import RangeScan, ScanOptions
+from filterlib.store.storedir import MappedFile
+from jobs.runs import pinned_versions, read_dump
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class Held:
+    """What the warehouse holds of a history: its end, its dump_files rows, its last record's offset, and the
+    versions its last complete run of job 1 committed (what an append builds on)."""
+
+    end: HistoryEnd
+    files: list[dict]
+    last_record: int | None
+    versions: dict[str, int]
+
+    @property
+    def bases(self) -> dict[int, int]:
+        """File base -> records the history holds of that file."""
+        return {int(r["file_base"]): int(r["records"]) for r in self.files}
+
+
+JOB1_TABLES = ("messages", "consume_queue", "dump_files", "dumps")
+
+
+def load(spark: SparkSession, warehouse: str, broker: str) -> Held | None:
+    """The history of `broker` as its last complete job-1 run left it; None when no such run wrote its tables."""
+    from pyspark.sql import functions as F
+
+    versions = pinned_versions(spark, warehouse, broker)
+    if any(t not in versions for t in JOB1_TABLES):
+        return None
+    rows = [r.asDict() for r in read_dump(spark, warehouse, "dump_files", broker,
+                                          version=versions["dump_files"]).drop("dump_id").collect()]
+    end = history_end(rows)
+    if end is None:
+        return None
+    last = None
+    if end.open_records:
+        last = (read_dump(spark, warehouse, "messages", broker, version=versions["messages"])
+                .where(F.col("commit_log_offset") >= int(end.open_file["file_base"]))
+                .agg(F.max("commit_log_offset")).first()[0])
+    return Held(end, rows, None if last is None else int(last), versions)
+
+
+def copy_record(files: Sequence[MappedFile], offset: int, opts: ScanOptions) -> dict | None:
+    """The copy's record at a global offset known to be a record boundary, decoded (None: no record there)."""
+    for f in files:
+        if f.base <= offset < f.base + f.size:
+            at = offset - f.base
+            for batch in RangeScan(f.path, at, at + 1, opts, file_base=f.base, file_size=f.size, anchor=at):
+                if batch.num_rows:
+                    return {c: batch.column(c)[0].as_py() for c in CHECKED}
+            return None
+    return None
+
+
+def _said(rec: dict | None) -> str:
+    if rec is None:
+        return "no record"
+    return (f"a record of {rec['store_size']} bytes, topic {rec['topic']} queue {rec['queue_id']} offset "
+            f"{rec['queue_offset']}, stored at {rec['store_timestamp']}, body CRC {rec['body_crc']}")
+
+
+def continuity_problem(spark: SparkSession, warehouse: str, broker: str, held: Held, files: Sequence[MappedFile],
+                       offsets: Sequence[int], opts: ScanOptions) -> str | None:
+    """The first check point where the copy's record differs from the history's messages row, in words; None when
+    every one is equal (or there is none)."""
+    from pyspark.sql import functions as F
+
+    if not offsets:
+        return None
+    known = {int(r["commit_log_offset"]): r.asDict() for r in
+             read_dump(spark, warehouse, "messages", broker, version=held.versions["messages"])
+             .where(F.col("commit_log_offset").isin(list(offsets))).select("commit_log_offset", *CHECKED).collect()}
+    for off in offsets:
+        mine = known.get(off)
+        theirs = copy_record(files, off, opts)
+        if mine is not None:
+            mine = {c: mine[c] for c in CHECKED}
+        if mine != theirs:
+            return (f"at commit log offset {off} the history holds {_said(mine)}, the copy {_said(theirs)}")
+    return None

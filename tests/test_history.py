@@ -1,0 +1,175 @@
+"""Job 1 with --broker: copies of one store taken at three points of its life (a torn last record, a file cut at a
+record boundary, the oldest file deleted by retention) appended one after another make the same tables as one run
+over the whole store; a gap is recorded and said; another store, the same copy again and an older copy are refused
+or add nothing, in words, with no table written; a run killed after its commits is re-run without a row twice."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from filterlib.store.scan import RangeScan
+from jobs import build_queues
+from jobs.delta_io import last_version, table_path
+from jobs.runs import read_dump
+
+pytestmark = [pytest.mark.spark]
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "demo"
+MAPPED = 131072
+KEYS = {"messages": ["commit_log_offset"], "consume_queue": ["topic", "queue_id", "queue_offset"],
+        "dump_files": ["file_base"], "consumer_filters": ["consumer_group", "topic"]}
+NOT_COMPARED = {"dump_files": {"splits", "whole_file_fallback"}}  # how a file was read, not what it holds
+
+
+def _files() -> list[Path]:
+    return sorted((DEMO / "dump" / "commitlog").iterdir())
+
+
+def _starts(path: Path) -> list[int]:
+    """File offsets of the records in a commitlog file."""
+    base = int(path.name)
+    return [p - base for b in RangeScan(str(path), 0, path.stat().st_size)
+            for p in b.column("commit_log_offset").to_pylist()]
+
+
+def copy_of(dest: Path, files: dict[int, int | None], pad: bool = False) -> str:
+    """A copy of the demo store holding the given files (index -> bytes kept, None: whole); `pad` refills a cut
+    file with zeros up to the mapped size, as a preallocated file copied mid-write is."""
+    shutil.copytree(DEMO / "dump" / "config", dest / "config")
+    (dest / "commitlog").mkdir(parents=True)
+    for i, keep in files.items():
+        src = _files()[i]
+        data = src.read_bytes() if keep is None else src.read_bytes()[:keep]
+        if pad:
+            data += bytes(MAPPED - len(data))
+        (dest / "commitlog" / src.name).write_bytes(data)
+    return str(dest)
+
+
+def job1(spark, store: str, wh: str, *extra: str) -> int:
+    return build_queues.main(["--store", store, "--warehouse", wh, "--broker-conf", str(DEMO / "broker.conf"),
+                              "--subscriptions", str(DEMO / "subscriptions.json"), *extra], spark)
+
+
+def table(spark, wh: str, name: str, dump_id: str) -> list[dict]:
+    df = read_dump(spark, wh, name, dump_id).drop("dump_id", *NOT_COMPARED.get(name, ()))
+    return df.orderBy(*KEYS[name]).toArrow().to_pylist()
+
+
+@pytest.fixture(scope="module")
+def whole(spark, tmp_path_factory) -> str:
+    """One run over the whole demo store: what the history must equal."""
+    wh = str(tmp_path_factory.mktemp("whole"))
+    assert job1(spark, str(DEMO / "dump"), wh, "--dump-id", "b") == 0
+    return wh
+
+
+@pytest.fixture(scope="module")
+def three_copies(spark, tmp_path_factory) -> dict:
+    """The history of three copies: (1) file 0 whole and file 1 torn inside a record, zero-filled as a
+    preallocated file; (2) files 0-2 whole and file 3 cut at a record boundary; (3) files 1-3, file 0 deleted."""
+    tmp = tmp_path_factory.mktemp("copies")
+    f1 = _starts(_files()[1])
+    f3 = _starts(_files()[3])
+    torn = f1[len(f1) // 2] + 40  # inside the middle record
+    copies = [copy_of(tmp / "c1", {0: None, 1: torn}, pad=True),
+              copy_of(tmp / "c2", {0: None, 1: None, 2: None, 3: f3[len(f3) // 2]}),
+              copy_of(tmp / "c3", {1: None, 2: None, 3: None})]
+    wh = str(tmp / "wh")
+    codes = [job1(spark, c, wh, "--broker", "b") for c in copies]
+    return {"wh": wh, "codes": codes, "copies": copies, "torn": MAPPED + f1[len(f1) // 2]}
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_three_copies_make_the_tables_of_one_run_over_the_whole_store(spark, whole, three_copies, name) -> None:
+    assert three_copies["codes"] == [0, 0, 0]
+    mine, truth = table(spark, three_copies["wh"], name, "b"), table(spark, whole, name, "b")
+    assert len(mine) == len(truth) and mine == truth
+
+
+def test_the_history_counts_and_copies_rows_say_what_each_copy_added(spark, whole, three_copies) -> None:
+    wh = three_copies["wh"]
+    dumps, truth = (read_dump(spark, w, "dumps", "b").first() for w in (wh, whole))
+    for col in ("files", "bytes", "records", "units", "queues"):
+        assert dumps[col] == truth[col], col
+    copies = read_dump(spark, wh, "copies", "b").orderBy("from_offset").collect()
+    assert [c.from_offset for c in copies] == [0, three_copies["torn"], copies[2].from_offset]
+    assert [c.to_offset for c in copies][:2] == [copies[1].from_offset, copies[2].from_offset]
+    assert copies[2].to_offset > copies[1].to_offset
+    assert [c.gap_bytes for c in copies] == [0, 0, 0]
+    assert all(c.checked > 0 for c in copies[1:])
+    offsets = [r.commit_log_offset for r in read_dump(spark, wh, "messages", "b").select("commit_log_offset")
+               .collect()]
+    added = [sum(c.from_offset <= o < c.to_offset for o in offsets) for c in copies]
+    assert added == [c.records for c in copies] and sum(added) == truth["records"]
+
+
+def test_a_gap_is_recorded_and_said_and_the_rest_is_whole(spark, whole, tmp_path, capsys) -> None:
+    wh = str(tmp_path / "wh")
+    assert job1(spark, copy_of(tmp_path / "c1", {0: None}), wh, "--broker", "g") == 0
+    capsys.readouterr()
+    assert job1(spark, copy_of(tmp_path / "c3", {3: None}), wh, "--broker", "g") == 0
+    out = capsys.readouterr().out
+    first = read_dump(spark, wh, "dump_files", "g").orderBy("file_base").first()
+    gap_from = first.file_base + (first.size if first.end_kind == "blank" else first.valid_end)
+    assert f"gap: offsets {gap_from} to {3 * MAPPED}" in out
+    (copy,) = read_dump(spark, wh, "copies", "g").where("gap_from is not null").collect()
+    assert (copy.gap_from, copy.gap_bytes) == (gap_from, 3 * MAPPED - gap_from)
+    truth = [r for r in table(spark, whole, "messages", "b")
+             if not gap_from <= r["commit_log_offset"] < 3 * MAPPED]
+    assert table(spark, wh, "messages", "g") == truth
+
+
+def _versions(spark, wh: str) -> dict[str, int]:
+    return {t: last_version(spark, table_path(wh, t)) for t in ("messages", "consume_queue", "dump_files", "runs")}
+
+
+def test_another_store_the_same_copy_and_an_older_copy_write_nothing(spark, tmp_path, capsys) -> None:
+    wh = str(tmp_path / "wh")
+    assert job1(spark, copy_of(tmp_path / "c2", {0: None, 1: None}), wh, "--broker", "r") == 0
+    before = _versions(spark, wh)
+    capsys.readouterr()
+    # the same copy again, then an older one: nothing new, exit 0
+    for c in (str(tmp_path / "c2"), copy_of(tmp_path / "c1", {0: None, 1: 5000}, pad=True)):
+        assert job1(spark, c, wh, "--broker", "r") == 0
+        assert "nothing new: the history of broker r ends at offset" in capsys.readouterr().out
+    # a wiped store: same names, other records (file 1's bytes where file 0's were)
+    wiped = tmp_path / "wiped" / "commitlog"
+    copy_of(tmp_path / "wiped", {})
+    (wiped / _files()[0].name).write_bytes(_files()[1].read_bytes())
+    (wiped / _files()[1].name).write_bytes(_files()[2].read_bytes())
+    (wiped / _files()[2].name).write_bytes(_files()[2].read_bytes())
+    assert job1(spark, str(tmp_path / "wiped"), wh, "--broker", "r") == 2
+    err = capsys.readouterr().err
+    assert "is not a copy of broker r's history: at commit log offset 0 the history holds a record of" in err
+    assert "--replace" in err
+    assert _versions(spark, wh) == before
+
+
+def test_a_rerun_after_a_run_killed_past_its_commits_holds_each_row_once(spark, whole, tmp_path, monkeypatch
+                                                                        ) -> None:
+    wh = str(tmp_path / "wh")
+    assert job1(spark, copy_of(tmp_path / "c1", {0: None, 1: None}), wh, "--broker", "k") == 0
+    full = str(DEMO / "dump")
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed before the runs row")
+
+    monkeypatch.setattr(build_queues, "record_run", killed)
+    with pytest.raises(KeyboardInterrupt):
+        job1(spark, full, wh, "--broker", "k")
+    monkeypatch.undo()
+    assert job1(spark, full, wh, "--broker", "k") == 0
+    for name in ("messages", "consume_queue"):
+        assert table(spark, wh, name, "k") == table(spark, whole, name, "b"), name
+
+
+def test_replace_and_verify_go_with_broker_as_said(spark, tmp_path, capsys) -> None:
+    wh = str(tmp_path / "wh")
+    assert job1(spark, str(DEMO / "dump"), wh, "--dump-id", "x", "--replace") == 2
+    assert "--replace goes with --broker" in capsys.readouterr().err
+    assert job1(spark, str(DEMO / "dump"), wh, "--broker", "x", "--verify") == 2
+    assert "with --broker they need --replace" in capsys.readouterr().err
