@@ -1,4 +1,5 @@
-"""Airflow 3 DAG: replay one RocketMQ store dump, job 1 (build_queues) then job 2 (simulate_pull), on Spark.
+"""Airflow 3 DAGs: replay one RocketMQ store dump, job 1 (build_queues) then job 2 (simulate_pull), on Spark; and,
+for each broker the knob `brokers` names, one DAG that appends that broker's newest store copy to its history.
 
 Both tasks are SparkSubmitOperator (apache-airflow-providers-apache-spark) submissions of the job scripts with the
 `make dist` artifacts as dependencies. The knobs below are read when the DAG file is parsed; the dump, dump id,
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,12 @@ BROKER_CONF = knob("broker_conf", "")
 SUBSCRIPTIONS = knob("subscriptions", "")
 if not isinstance(SPARK_CONF, dict):
     raise ValueError(f"knob spark_conf must be a JSON object of Spark settings, got {SPARK_CONF!r}")
+BROKERS: list[str] = json.loads(knob("brokers", "[]"))
+COPY_STORE = knob("copy_store", "/data/rocketmq/copies/{broker}/{ds_nodash}")
+NAME_PATTERN = r"^[A-Za-z0-9._:@+\-]+$"
+if not isinstance(BROKERS, list) or not all(isinstance(b, str) and re.match(NAME_PATTERN, b) for b in BROKERS):
+    raise ValueError(f"knob brokers must be a JSON list of broker names (letters, digits and . _ : @ + -), "
+                     f"got {BROKERS!r}")
 
 # ----- templates ----------------------------------------------------------------------------------------------------
 DUMP_ID = "{{ params.dump_id or ds_nodash }}"
@@ -90,11 +98,11 @@ class ReplaySubmitOperator(SparkSubmitOperator):
             self.application_args = drop_unset_options(self.application_args)
 
 
-def _common_args() -> list[str]:
+def _common_args(store: str = STORE_PATH, name: tuple[str, str] = ("--dump-id", DUMP_ID)) -> list[str]:
     return [
-        "--store", STORE_PATH,
+        "--store", store,
         "--warehouse", "{{ params.warehouse }}",
-        "--dump-id", DUMP_ID,
+        *name,
         "--broker-conf", "{{ params.broker_conf or '' }}",
         "--subscriptions", "{{ params.subscriptions or '' }}",
     ]
@@ -107,18 +115,20 @@ def _env_vars() -> dict[str, str]:
     return env
 
 
-def _submit(task_id: str, script: str, extra_args: list[str]) -> ReplaySubmitOperator:
+def _submit(task_id: str, script: str, args: list[str], label: str = DUMP_ID, **kwargs: Any
+            ) -> ReplaySubmitOperator:
     return ReplaySubmitOperator(
         task_id=task_id,
         conn_id=CONN_ID,
         application=f"{HOME}/jobs/{script}",
-        application_args=_common_args() + extra_args,
-        name=f"rmq-replay-{task_id}-{DUMP_ID}",
+        application_args=args,
+        name=f"rmq-replay-{task_id}-{label}",
         py_files=PY_FILES or None,
         archives=f"{ARCHIVE}#environment" if ARCHIVE else None,
         packages=PACKAGES or None,
         conf={**DELTA_CONF, **SPARK_CONF},
         env_vars=_env_vars(),
+        **kwargs,
     )
 
 
@@ -164,6 +174,8 @@ Airflow Variable `{VARIABLE}` (e.g. `{{"conn_id": "spark_yarn", "home": "/opt/re
 | `store` | `/data/rocketmq/dumps/{{dump_id}}` | default of param `store` |
 | `warehouse` | `/data/rocketmq/warehouse` | default of param `warehouse` |
 | `broker_conf`, `subscriptions` | empty | defaults of those params |
+| `brokers` | `[]` | JSON list of broker names: one history DAG `{DAG_ID}__<broker>` each (docs/history.md) |
+| `copy_store` | `/data/rocketmq/copies/{{broker}}/{{ds_nodash}}` | where a history DAG finds the day's copy |
 
 In client mode the driver runs on the Airflow worker, where the archive is not unpacked: set `driver_python`.
 An empty `py_files`, `archive`, `pyspark_python` or `packages` leaves that option out (a cluster that has the
@@ -197,9 +209,75 @@ with DAG(
                         description="job 2 --queues; empty: the job's default"),
     },
 ) as dag:
-    build_queues = _submit("build_queues", "build_queues.py", [])
-    simulate_pull = _submit("simulate_pull", "simulate_pull.py", [
+    build_queues = _submit("build_queues", "build_queues.py", _common_args())
+    simulate_pull = _submit("simulate_pull", "simulate_pull.py", _common_args() + [
         "--from", "{{ params.pull_from or '' }}",
         "--queues", "{{ params.queues or '' }}",
     ])
     build_queues >> simulate_pull
+
+
+BROKER_DOC_MD = f"""
+### RocketMQ filter replay: one broker's history
+
+Each run appends the broker's store copy of its logical date to the broker's history in the warehouse
+(**build_queues** `--broker`: only the records past the history's end are decoded, after checking that the copy
+continues the history; docs/history.md), then **simulate_pull** replays the history's queues (`--dump-id` the
+broker, `--queues rebuilt`). Runs follow each other in logical-date order: catch-up is on, one run at a time
+(`max_active_runs=1`), and a day's build_queues waits for the day before's (`depends_on_past`). A copy with
+nothing new (the same or an older copy) ends green, and its log says "nothing new"; a copy that does not continue
+the history (a wiped store, another broker's copy) fails in one sentence, and the later days wait.
+
+**Run params**: `store` (default knob `copy_store`, `{{broker}}` and `{{ds_nodash}}` replaced), `warehouse`,
+`broker_conf`, `subscriptions`, `pull_from`, `queues` (default `rebuilt`), as in `{DAG_ID}`.
+
+**Knobs** (as in `{DAG_ID}`): `brokers`, a JSON list of broker names, one DAG `{DAG_ID}__<broker>` each
+(characters other than letters, digits, `.`, `-` and `_` become `_` in the DAG id); `copy_store`, default
+`/data/rocketmq/copies/{{broker}}/{{ds_nodash}}`, where the day's copy of each broker is.
+"""
+
+
+def broker_dag_id(broker: str) -> str:
+    """The DAG id of a broker's history DAG."""
+    return f"{DAG_ID}__{re.sub(r'[^A-Za-z0-9._-]', '_', broker)}"
+
+
+def _broker_dag(broker: str) -> DAG:
+    """One broker's history DAG: the day's copy appended by job 1 (--broker), then job 2 over the history."""
+    store = ("{{ params.store | replace('{broker}', '" + broker + "') | replace('{ds_nodash}', ds_nodash) }}")
+    with DAG(
+        dag_id=broker_dag_id(broker),
+        description=f"Append broker {broker}'s store copies to its history: build_queues --broker, then simulate_pull",
+        schedule=SCHEDULE,
+        start_date=pendulum.parse(START_DATE, tz="UTC"),
+        catchup=True,
+        max_active_runs=1,
+        doc_md=BROKER_DOC_MD,
+        tags=["rocketmq", "spark", "delta", "history"],
+        params={
+            "store": Param(COPY_STORE, type="string", minLength=1,
+                           description="the day's store copy; {broker} and {ds_nodash} are replaced"),
+            "warehouse": Param(WAREHOUSE, type="string", minLength=1, description="the Delta warehouse directory"),
+            "broker_conf": Param(BROKER_CONF, type=["null", "string"],
+                                 description="broker.conf file; empty: RocketMQ 5.3.3 defaults"),
+            "subscriptions": Param(SUBSCRIPTIONS, type=["null", "string"],
+                                   description="subscriptions JSON file; empty: none"),
+            "pull_from": Param(None, type=["null", "string"], enum=[None, "", "earliest", "committed"],
+                               description="job 2 --from; empty: the job's default"),
+            "queues": Param("rebuilt", type=["null", "string"], enum=[None, "", "dump", "rebuilt"],
+                            description="job 2 --queues; the history's queues are job 1's rebuild"),
+        },
+    ) as broker_dag:
+        label = f"{broker}-{{{{ ds_nodash }}}}"
+        append = _submit("build_queues", "build_queues.py", _common_args(store, ("--broker", broker)), label,
+                         depends_on_past=True)
+        replay = _submit("simulate_pull", "simulate_pull.py", _common_args(store, ("--dump-id", broker)) + [
+            "--from", "{{ params.pull_from or '' }}",
+            "--queues", "{{ params.queues or '' }}",
+        ], label)
+        append >> replay
+    return broker_dag
+
+
+for _broker in BROKERS:
+    globals()[broker_dag_id(_broker)] = _broker_dag(_broker)

@@ -845,9 +845,8 @@ def _history_rows(spark: SparkSession, inputs: Inputs, held: Held | None, reads:
     summary.history.insert(0, f"broker {inputs.dump_id}: this copy {began}: offsets {summary.from_offset} to "
                               f"{summary.to_offset}, {summary.records:,} records"
                               + (f" ({summary.checked} records both hold compared: equal)" if summary.checked else ""))
-    newest = max(reads, key=lambda r: r.file.base, default=None)
-    row = next((r for r in file_rows if newest is not None and r["file_base"] == newest.file.base), None)
-    if row is not None and row["end_kind"] == "fail":
+    row = None if end is None else end.open_file
+    if row is not None and row["end_kind"] == "fail" and row in file_rows:
         summary.history.append(f"the copy ends inside a record at offset {row['file_base'] + row['valid_end']} "
                                f"(a copy taken while the broker writes): the history ends before it, and the next "
                                f"copy decodes it whole")

@@ -74,8 +74,9 @@ def parser() -> argparse.ArgumentParser:
                     "client's tag re-check. Reads the tables job 1 and job 2 wrote.")
     p.add_argument("--warehouse", required=True, metavar="DIR", help="the Delta warehouse of the two jobs")
     p.add_argument("--group", required=True, metavar="G", help="the consumer group")
-    p.add_argument("--dump-id", metavar="ID",
-                   help="the dump (default: the only dump in the warehouse; required when it holds several)")
+    p.add_argument("--dump-id", "--broker", metavar="ID",
+                   help="the dump, or the broker's history (default: the only one in the warehouse; required when "
+                        "it holds several)")
     key = p.add_mutually_exclusive_group(required=True)
     key.add_argument("--msg-id", metavar="ID",
                      help="the client's msgId (MessageExt.getMsgId(): the UNIQ_KEY, else the offset msg id)")

@@ -101,7 +101,8 @@ def parser() -> argparse.ArgumentParser:
                     "topic, damaged ranges and file accounting.")
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="the Delta warehouse both jobs wrote (a local directory or a URI)")
-    p.add_argument("--dump-id", required=True, metavar="ID", help="the dump's name in the tables")
+    p.add_argument("--dump-id", "--broker", required=True, metavar="ID",
+                   help="the dump's name in the tables, or the broker's history (job 1's --broker)")
     p.add_argument("--out", metavar="FILE",
                    help="where to write the page (a local file; default <warehouse>/reports/<dump_id>.html, "
                         "required when the warehouse is not local)")

@@ -227,8 +227,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="the Delta warehouse job 1 wrote (its messages table is read; the tables of this job are "
                         "written beside them)")
-    p.add_argument("--dump-id", metavar="ID",
-                   help="the dump's name in the tables (default: the store directory's name, as job 1)")
+    p.add_argument("--dump-id", "--broker", metavar="ID",
+                   help="the dump's name in the tables, or the broker whose history job 1 built (--broker); "
+                        "default: the store directory's name, as job 1")
     p.add_argument("--broker-conf", metavar="FILE",
                    help="the broker's broker.conf: enablePropertyFilter (off refuses SQL92 with SYSTEM_ERROR), "
                         "filterSupportRetry, maxErrorRateOfBloomFilter, expectConsumerNumUseFilter, "

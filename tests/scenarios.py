@@ -104,6 +104,20 @@ def tag_and_sql_scenario(seed: int, n_messages: int = 120) -> dict:
     }
 
 
+def history_scenario(seed: int, n_messages: int = 180) -> dict:
+    """`tag_and_sql_scenario` with copies of the running store taken on the way (PROTOCOL.md, store: `copy`): c1 at
+    a third of the events, c2 at two thirds, then the store's own retention deletes its two oldest commit log files
+    (`expire`) and c3 is taken at the end. The copies overlap as daily copies of a live broker do."""
+    sc = tag_and_sql_scenario(seed, n_messages)
+    events = sc["events"]
+    third = len(events) // 3
+    sc["events"] = [*events[:third], {"kind": "copy", "name": "c1"}, *events[third:2 * third],
+                    {"kind": "copy", "name": "c2"}, {"kind": "expire", "files": 2}, *events[2 * third:],
+                    {"kind": "copy", "name": "c3"}]
+    del sc["subscriptions"]
+    return sc
+
+
 def varied_scenario(seed: int, n_messages: int = 200) -> dict:
     """Several topics, filter registrations/unregistrations interleaved with messages (bloom bits change mid-stream,
     some messages predate a filter's bornTime), both transaction modes by seed, every compression, delays, retry

@@ -279,3 +279,28 @@ def test_the_dag_file_never_imports_the_project():
     """The DAG runs where Airflow runs: it must not import filterlib or jobs (nor pyspark)."""
     source = DAG_FILE.read_text()
     assert not re.search(r"^\s*(from|import)\s+(filterlib|jobs|pyspark)\b", source, re.M)
+
+
+def test_one_history_dag_per_broker_appends_its_copies_in_order(airflow_python, tmp_path):
+    out = _check(airflow_python, tmp_path, {"RMQ_REPLAY_BROKERS": '["broker-a", "b:1"]'})
+    assert out["import_errors"] == {}
+    ids = {"broker-a": f"{DAG_ID}__broker-a", "b:1": f"{DAG_ID}__b_1"}
+    assert out["dag_ids"] == sorted([DAG_ID, *ids.values()])
+    for broker, dag_id in ids.items():
+        dag = out["dags"][dag_id]
+        assert (dag["catchup"], dag["max_active_runs"], dag["schedule"]) == (True, 1, "@daily")
+        assert dag["topological"] == ["build_queues", "simulate_pull"]
+        assert dag["tasks"]["build_queues"]["depends_on_past"] is True  # a day waits for the day before
+        assert dag["params"]["queues"] == "rebuilt"
+        common = ["--store", f"/data/rocketmq/copies/{broker}/20260304", "--warehouse", "/data/rocketmq/warehouse"]
+        assert _args(dag, "defaults", "build_queues") == [*common, "--broker", broker]
+        assert _args(dag, "defaults", "simulate_pull") == [*common, "--dump-id", broker, "--queues", "rebuilt"]
+        assert dag["renders"]["defaults"]["build_queues"]["name"] == f"rmq-replay-build_queues-{broker}-20260304"
+        for knob in ("brokers", "copy_store"):
+            assert f"`{knob}`" in dag["doc_md"]
+
+
+def test_a_broker_name_unfit_for_the_tables_is_an_import_error(airflow_python, tmp_path):
+    out = _check(airflow_python, tmp_path, {"RMQ_REPLAY_BROKERS": '["a/b"]'})
+    (error,) = out["import_errors"].values()
+    assert "knob brokers must be a JSON list of broker names" in error and "a/b" in error

@@ -1,7 +1,9 @@
 """Job 1 with --broker: copies of one store taken at three points of its life (a torn last record, a file cut at a
 record boundary, the oldest file deleted by retention) appended one after another make the same tables as one run
 over the whole store; a gap is recorded and said; another store, the same copy again and an older copy are refused
-or add nothing, in words, with no table written; a run killed after its commits is re-run without a row twice."""
+or add nothing, in words, with no table written; a run killed after its commits is re-run without a row twice.
+The same holds for copies the reference harness takes of a real running DefaultMessageStore (PROTOCOL.md, store:
+`copy`, `expire`), the store's own retention deleting its oldest files between two of them."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+import refharness
+import scenarios
+from support.job_runs import broker_conf
 
 from filterlib.store.scan import RangeScan
 from jobs import build_queues
@@ -173,3 +178,63 @@ def test_replace_and_verify_go_with_broker_as_said(spark, tmp_path, capsys) -> N
     assert "--replace goes with --broker" in capsys.readouterr().err
     assert job1(spark, str(DEMO / "dump"), wh, "--broker", "x", "--verify") == 2
     assert "with --broker they need --replace" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def harness_copies(tmp_path_factory) -> dict:
+    """The harness's live copies c1, c2, c3 of one real store (c2's last record torn here, zero-filled, as a copy
+    taken mid-write can hold it), and the store that kept everything: every commit log file at its newest version
+    (from the store as the harness left it, else from the newest copy holding it: the files retention deleted, and
+    the next file the store had preallocated, which its shutdown removed)."""
+    import json
+
+    out = refharness.write_store(scenarios.history_scenario(3))
+    report = json.loads((out / "report.json").read_text())
+    tmp = tmp_path_factory.mktemp("harness-copies")
+    conf = broker_conf(tmp / "broker.conf", report["broker"], report["store"])
+    copies = {}
+    for name in ("c1", "c2", "c3"):
+        copies[name] = tmp / name
+        shutil.copytree(out / "copies" / name, copies[name])
+    c2_log = copies["c2"] / "commitlog"
+    newest = max((f for f in c2_log.iterdir() if _starts(f)), key=lambda f: int(f.name))
+    last = _starts(newest)[-1]
+    size = newest.stat().st_size
+    newest.write_bytes(newest.read_bytes()[:last + 30] + bytes(size - last - 30))
+    whole = tmp / "whole"
+    shutil.copytree(out / "store", whole)
+    for name in ("c3", "c2", "c1"):  # the newest copy first: a file's newest version is the one kept
+        for f in (out / "copies" / name / "commitlog").iterdir():
+            if not (whole / "commitlog" / f.name).exists():
+                shutil.copy(f, whole / "commitlog" / f.name)
+    expired = [c for c in report["copies"] if c["name"] == "expire"]
+    return {"copies": copies, "whole": str(whole), "conf": conf, "torn": int(newest.name) + last,
+            "expired": expired[0]}
+
+
+def _harness_job1(spark, store: str, wh: str, conf: str, *extra: str) -> int:
+    return build_queues.main(["--store", store, "--warehouse", wh, "--broker-conf", conf, *extra], spark)
+
+
+@pytest.mark.reference
+def test_live_copies_of_a_real_store_make_the_tables_of_the_store_that_kept_everything(spark, tmp_path,
+                                                                                       harness_copies, capsys
+                                                                                       ) -> None:
+    h = harness_copies
+    assert h["expired"]["deleted"] == 2 and h["expired"]["minPhyOffset"] > 0
+    assert (h["copies"]["c2"] / "abort").exists()  # a running store's copy, not a clean one
+    wh, truth = str(tmp_path / "history"), str(tmp_path / "whole")
+    assert _harness_job1(spark, h["whole"], truth, h["conf"], "--dump-id", "b") == 0
+    said = []
+    for name in ("c1", "c2", "c3"):
+        capsys.readouterr()
+        assert _harness_job1(spark, str(h["copies"][name]), wh, h["conf"], "--broker", "b") == 0, name
+        said.append(capsys.readouterr().out)
+    assert f"the copy ends inside a record at offset {h['torn']}" in said[1]
+    assert "continues the history" in said[2] and "gap" not in said[2]
+    for name in sorted(KEYS):
+        mine, want = table(spark, wh, name, "b"), table(spark, truth, name, "b")
+        assert len(mine) == len(want) and mine == want, name
+    copies = read_dump(spark, wh, "copies", "b").orderBy("from_offset").collect()
+    assert copies[2].first_offset == h["expired"]["minPhyOffset"]  # c3 lacks the files retention deleted
+    assert copies[1].to_offset == copies[2].from_offset == h["torn"]

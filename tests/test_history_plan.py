@@ -24,6 +24,9 @@ def test_only_a_blank_filler_closes_a_file() -> None:
     for kind in ("eof", "zero_tail", "fail"):
         open_ = history_end([row(0, 995, "blank"), row(M, 420, kind, records=7)])
         assert (open_.end, open_.open_records) == (M + 420, 7), kind
+    preallocated = history_end([row(0, 995, "blank"), row(M, 420, "zero_tail", 7), row(2 * M, 0, "zero_tail", 0)])
+    assert (preallocated.end, preallocated.open_file["file_base"]) == (M + 420, M)
+    assert history_end([row(0, 0, "zero_tail", 0)]).end == 0
 
 
 def test_a_copy_continues_inside_the_open_file_and_reads_the_files_after_it() -> None:

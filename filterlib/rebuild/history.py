@@ -33,13 +33,15 @@ class HistoryEnd:
 
 
 def history_end(file_rows: Sequence[Mapping]) -> HistoryEnd | None:
-    """The history's end from its dump_files rows (None for an empty history). Only a BLANK filler closes a file:
-    a file whose records stop at its end of data, at zeros, or at a torn record continues in the next copy, at the
-    valid end."""
+    """The history's end from its dump_files rows (None for an empty history): in the newest file holding data (the
+    broker preallocates the next file, all zeros, before it writes there). Only a BLANK filler closes a file: a file
+    whose records stop at its end of data, at zeros, or at a torn record continues in the next copy, at the valid
+    end."""
     if not file_rows:
         return None
     rows = sorted(file_rows, key=lambda r: r["file_base"])
-    last = rows[-1]
+    held = [r for r in rows if r["valid_end"] > 0]  # a preallocated next file, all zeros, holds nothing yet
+    last = held[-1] if held else rows[0]
     if last["end_kind"] == "blank":
         return HistoryEnd(rows[0]["file_base"], last["file_base"] + last["size"], None)
     return HistoryEnd(rows[0]["file_base"], last["file_base"] + last["valid_end"], last)

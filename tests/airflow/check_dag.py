@@ -27,6 +27,7 @@ def _describe_task(task: Any) -> dict[str, Any]:
         "class": type(task).__name__,
         "mro": [c.__module__ + "." + c.__qualname__ for c in type(task).__mro__],
         "upstream": sorted(task.upstream_task_ids),
+        "depends_on_past": task.depends_on_past,
         "downstream": sorted(task.downstream_task_ids),
         "conn_id": task._conn_id,
         "archives": task._archives,

@@ -40,6 +40,7 @@ final class StoreMode {
     private final JSONArray messages = new JSONArray();
     private final JSONArray transactions = new JSONArray();
     private final JSONArray registrations = new JSONArray();
+    private final JSONArray copies = new JSONArray();
     private final Map<String, JSONObject> messageEvents = new HashMap<>();
     private final Map<String, JSONObject> putRows = new HashMap<>();
     /** commit log offset → scenarioId, for the listing. */
@@ -159,9 +160,75 @@ final class StoreMode {
             case "wait":
                 b.waitDispatch();
                 break;
+            case "copy":
+                copyStore(index, e);
+                break;
+            case "expire":
+                expire(index, e);
+                break;
             default:
                 throw new IllegalArgumentException("unknown event kind: " + kind);
         }
+    }
+
+    /**
+     * A copy of the running store, file by file, as an operator's rsync takes it: the commit log first, then every
+     * other file (queues, configs as last persisted, checkpoint, the abort marker a running store holds), with no
+     * wait for dispatch and no flush. Configs are persisted first only when "persist" is true (default true, as
+     * the broker's periodic persist would have by then).
+     */
+    private void copyStore(int index, JSONObject e) throws Exception {
+        String name = e.getString("name");
+        if (name == null || !name.matches("[A-Za-z0-9._-]+")) {
+            throw new IllegalArgumentException("copy needs a name of letters, digits, . _ -: " + name);
+        }
+        if (e.getBooleanValue("persist", true)) {
+            persistConfigs();
+        }
+        Path dest = outDir.resolve("copies").resolve(name);
+        long maxPhy = b.store.getMaxPhyOffset();
+        long minPhy = b.store.getMinPhyOffset();
+        List<Path> files = new ArrayList<>();
+        try (java.util.stream.Stream<Path> walk = Files.walk(b.root)) {
+            walk.filter(Files::isRegularFile).forEach(files::add);
+        }
+        files.sort((x, y) -> {
+            boolean cx = b.root.relativize(x).startsWith("commitlog");
+            boolean cy = b.root.relativize(y).startsWith("commitlog");
+            return cx == cy ? x.compareTo(y) : (cx ? -1 : 1);
+        });
+        int copied = 0;
+        for (Path f : files) {
+            Path to = dest.resolve(b.root.relativize(f).toString());
+            Files.createDirectories(to.getParent());
+            try {
+                Files.copy(f, to);
+                copied++;
+            } catch (java.nio.file.NoSuchFileException gone) {
+                // deleted between the listing and the copy, as under a live rsync
+            }
+        }
+        JSONObject row = new JSONObject();
+        row.put("eventIndex", index);
+        row.put("name", name);
+        row.put("minPhyOffset", minPhy);
+        row.put("maxPhyOffset", maxPhy);
+        row.put("files", copied);
+        copies.add(row);
+    }
+
+    /** The store's own retention: its oldest commit log files deleted as CleanCommitLogService deletes them. */
+    private void expire(int index, JSONObject e) throws Exception {
+        int n = e.getIntValue("files", 1);
+        long before = b.store.getMinPhyOffset();
+        int deleted = b.deleteOldestCommitLogFiles(n);
+        JSONObject row = new JSONObject();
+        row.put("eventIndex", index);
+        row.put("name", "expire");
+        row.put("deleted", deleted);
+        row.put("minPhyOffsetBefore", before);
+        row.put("minPhyOffset", b.store.getMinPhyOffset());
+        copies.add(row);
     }
 
     private void registration(int index, JSONObject e) throws Exception {
@@ -439,6 +506,7 @@ final class StoreMode {
         r.put("messages", messages);
         r.put("transactions", transactions);
         r.put("registrations", registrations);
+        r.put("copies", copies);
         r.put("filters", allFilters());
         r.put("queues", listing.queues());
         return r;

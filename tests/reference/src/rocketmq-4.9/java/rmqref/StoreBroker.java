@@ -150,6 +150,11 @@ final class StoreBroker {
         store.shutdown();
     }
 
+    /** Retention events are wired for the 5.x line only (4.9.7 deletes up to ten files per call). */
+    int deleteOldestCommitLogFiles(int n) {
+        throw new UnsupportedOperationException("the expire event is not wired for RocketMQ 4.9.7");
+    }
+
     ConsumerFilterManager filters() {
         return controller.getConsumerFilterManager();
     }

@@ -227,6 +227,14 @@ final class StoreBroker {
         store.start();
     }
 
+    /**
+     * The oldest n commit log files deleted by the store's own retention call (CommitLog.deleteExpiredFile with
+     * cleanImmediately, as CleanCommitLogService when the disk is full; the newest file is never deleted).
+     */
+    int deleteOldestCommitLogFiles(int n) {
+        return store.getCommitLog().deleteExpiredFile(0L, 0, 1000L, true, n);
+    }
+
     /** Blocks until the reput thread has dispatched everything written (CQ, ext, bitmaps). */
     void waitDispatch() throws InterruptedException {
         long deadline = System.currentTimeMillis() + 60_000;
