@@ -1,11 +1,14 @@
-"""`make demo`: both jobs on the bundled dump in one local Spark session, then three explain answers and the report.
+"""`make demo`: both jobs on the bundled dump in one local Spark session, three explain answers, the report, and a
+broker's history of two copies.
 
     python -m demo.run [--out DIR] [--master local[*]]
 
 Job 1 (build_queues) and job 2 (simulate_pull) run on demo/dump with demo/broker.conf and demo/subscriptions.json
 into <out>/warehouse; their summaries are printed, then explain answers for three telling units (a tag-hash
 collision, a SQL92 evaluation error, a bloom false positive), each with the command that prints it, and where
-the tables and the HTML report are. The same calls as the entry points, one JVM instead of five.
+the tables and the HTML report are. Last, two copies of the dump as a running broker's daily copies
+(`demo.copies`) are appended to the history of broker-a (job 1 --broker), and the first is given again. The same
+calls as the entry points, one JVM instead of five.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from demo.copies import make_copies
 from filterlib import tables
 from filterlib import vocabulary as vocab
 from jobs import build_queues, explain, report, row_forms, simulate_pull, upgrade
@@ -76,12 +80,25 @@ def run(spark, out: Path) -> str:
         ["--warehouse", warehouse, "--dump-id", DUMP_ID])))
     for line in written.lines():
         print(line)
+    _history(spark, out, warehouse)
     _rule("where things are")
     print(f"Delta tables: {warehouse}/<table> (messages, consume_queue, consumer_filters, dump_files, "
           f"pull_decisions (the decision matrix), decision_details, decision_codes, pulls, group_stats); the row "
           f"forms: jobs.row_forms.pull_decisions() and delivered_messages(); docs/ describes every column")
     print(f"HTML report: {written.out} (one self-contained file: open it in a browser)")
     return written.out
+
+
+def _history(spark, out: Path, warehouse: str) -> None:
+    """Two copies of the dump appended to broker-a's history, then the older one again (nothing new)."""
+    copies = make_copies(DEMO / "dump", out / "copies")
+    for store in (*copies, copies[0]):
+        args = ["--store", str(store), "--broker-conf", str(DEMO / "broker.conf"), "--warehouse", warehouse,
+                "--broker", "broker-a"]
+        _rule("history: python -m jobs.build_queues " + " ".join(args))
+        for line in build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args))).lines():
+            if not line.startswith(("table ", "message bodies", "broker version", "SQL92 filters for")):
+                print(line)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,3 +26,12 @@ def test_demo_prints_summaries_explains_and_the_report(spark, tmp_path, capsys) 
     assert re.search(r"HTML report: (\S+)", out).group(1) == report
     assert open(report, encoding="utf-8").read().startswith("<!DOCTYPE html>")
     assert (tmp_path / "warehouse" / "group_stats" / "_delta_log").is_dir()
+    # broker-a's history: day1 (torn inside its second file), day2 (the rest), day1 again (nothing new)
+    assert "broker broker-a: this copy began the history: offsets 0 to " in out
+    assert "the copy ends inside a record at offset" in out
+    assert "broker broker-a: this copy continues the history: offsets " in out
+    end = int(re.search(r"nothing new: the history of broker broker-a ends at offset (\d+)", out).group(1))
+    messages = spark.read.format("delta").load(str(tmp_path / "warehouse" / "messages"))
+    for dump in ("demo", "broker-a"):  # the history ends where the dump's last record does
+        last = messages.where(f"dump_id = '{dump}'").orderBy("commit_log_offset", ascending=False).first()
+        assert last.commit_log_offset + last.store_size == end, dump

@@ -15,7 +15,7 @@ import refharness
 import scenarios
 from support.job_runs import broker_conf
 
-from filterlib.store.scan import RangeScan
+from demo.copies import record_starts as _starts
 from jobs import build_queues
 from jobs.delta_io import last_version, table_path
 from jobs.runs import read_dump
@@ -31,13 +31,6 @@ NOT_COMPARED = {"dump_files": {"splits", "whole_file_fallback"}}  # how a file w
 
 def _files() -> list[Path]:
     return sorted((DEMO / "dump" / "commitlog").iterdir())
-
-
-def _starts(path: Path) -> list[int]:
-    """File offsets of the records in a commitlog file."""
-    base = int(path.name)
-    return [p - base for b in RangeScan(str(path), 0, path.stat().st_size)
-            for p in b.column("commit_log_offset").to_pylist()]
 
 
 def copy_of(dest: Path, files: dict[int, int | None], pad: bool = False) -> str:
