@@ -95,6 +95,8 @@ if TYPE_CHECKING:
 
 DEFAULTS = ROOT / "conf" / "build_queues.json"
 PROG = "build_queues"
+FROM_CONF = "\0brokerName"
+"""--broker given without a name: the broker.conf's brokerName names the history (else the store's name)."""
 log = job_logger(PROG)
 
 CQ_COLUMNS = CQ_SCHEMA.names
@@ -295,8 +297,9 @@ def parser() -> argparse.ArgumentParser:
     name.add_argument("--dump-id", metavar="ID",
                       help="name of this dump in the tables (default: the store directory's name); letters, "
                            "digits and . _ : @ + -. A re-run of a dump replaces its rows")
-    name.add_argument("--broker", metavar="NAME",
-                      help="append this copy of the broker's store to the broker's history NAME (same characters): "
+    name.add_argument("--broker", metavar="NAME", nargs="?", const=FROM_CONF,
+                      help="append this copy of the broker's store to the broker's history NAME (same characters; "
+                           "--broker alone: the broker.conf's brokerName, else the store directory's name): "
                            "the first copy begins it; each later one adds only the records past the history's end, "
                            "after checking that the records both hold are equal (a copy of another broker or of a "
                            "wiped store is refused in words; an older copy or the same one again adds nothing, exit "
@@ -356,7 +359,8 @@ def validate(args: argparse.Namespace) -> Inputs:
         raise InputError(f"{args.broker_conf}: messageDelayLevel {conf.messageDelayLevel!r} is not a list like "
                          f"'1s 5s 10m 2h'") from None
     subs = read_subscriptions(args.subscriptions)
-    dump_id = dump_id_of(args.broker or args.dump_id, args.store)
+    broker = (store.conf.brokerName or None) if args.broker == FROM_CONF else args.broker
+    dump_id = dump_id_of(broker or args.dump_id, args.store)
     history = args.broker is not None
     if args.replace and not history:
         raise InputError("--replace goes with --broker (a run with --dump-id always replaces its dump's rows)")

@@ -165,6 +165,17 @@ def test_a_rerun_after_a_run_killed_past_its_commits_holds_each_row_once(spark, 
         assert table(spark, wh, name, "k") == table(spark, whole, name, "b"), name
 
 
+def test_broker_alone_is_named_by_the_broker_conf_else_by_the_store(tmp_path) -> None:
+    def named(*extra: str) -> build_queues.Inputs:
+        args = build_queues.parser().parse_args(["--store", str(DEMO / "dump"), "--warehouse", str(tmp_path),
+                                                 "--broker", *extra])
+        return build_queues.validate(args)
+
+    given = named("--broker-conf", str(DEMO / "broker.conf"))
+    assert (given.dump_id, given.history) == ("broker-a", True)  # demo/broker.conf: brokerName=broker-a
+    assert named().dump_id == "dump"
+
+
 def test_replace_and_verify_go_with_broker_as_said(spark, tmp_path, capsys) -> None:
     wh = str(tmp_path / "wh")
     assert job1(spark, str(DEMO / "dump"), wh, "--dump-id", "x", "--replace") == 2
