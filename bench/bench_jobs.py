@@ -16,7 +16,9 @@ log lines as stage marks; Spark's REST API per stage description) and the CPU th
 
 Knobs: BENCH_JOBS_BYTES (1G), BENCH_JOBS_LARGE_BYTES (4G), BENCH_JOBS_FILTERS ("32,256"),
 BENCH_JOBS_REBUILD_REPEATS (3), BENCH_JOBS_PULL (1; 0 skips job 2), BENCH_JOBS_BODIES (1; 0 skips the --bodies
-runs), BENCH_JOBS_MASTER (local[2]), BENCH_JOBS_DRIVER_MEMORY (4g), BENCH_JOBS_PROFILE (0; 1 runs cProfile in every
+runs), BENCH_JOBS_HISTORY (1; 0 skips the history increment: the large dump's last file appended with --broker to a
+history of its other files, against the fresh mid run, and the same copy again against the floor),
+BENCH_JOBS_MASTER (local[2]), BENCH_JOBS_DRIVER_MEMORY (4g), BENCH_JOBS_PROFILE (0; 1 runs cProfile in every
 Python task and prints the top functions per run: slower figures), BENCH_CACHE_DIR (.cache/bench: dumps are
 generated once and reused; warehouses are scratch, removed at the end).
 """
@@ -80,11 +82,12 @@ def _scratch(name: str) -> str:
     return str(path)
 
 
-def _job1(spark, marks: LogMarks, store: str, warehouse: str, dump_id: str, bodies: bool = False) -> dict:
+def _job1(spark, marks: LogMarks, store: str, warehouse: str, dump_id: str, bodies: bool = False,
+          name: str = "--dump-id") -> dict:
     from jobs import build_queues
 
     _apply_defaults(spark, build_queues.DEFAULTS)
-    args = build_queues.parser().parse_args(["--store", store, "--warehouse", warehouse, "--dump-id", dump_id,
+    args = build_queues.parser().parse_args(["--store", store, "--warehouse", warehouse, name, dump_id,
                                              "--broker-conf", os.path.join(store, "broker.conf")]
                                             + (["--bodies"] if bodies else []))
     inputs = build_queues.validate(args)
@@ -94,6 +97,8 @@ def _job1(spark, marks: LogMarks, store: str, warehouse: str, dump_id: str, bodi
     summary = build_queues.run(spark, inputs)
     seconds = time.monotonic() - t0
     cpu.stop()
+    if summary.nothing_new is not None:
+        return {"seconds": seconds, "records": 0, "nothing_new": True, "cpu": cpu}
     assert not summary.issues and not summary.damaged and summary.units == summary.records, summary.lines()
     stages, _ = spark_jobs(spark.sparkContext, after)
     return {"seconds": seconds, "records": summary.records, "bitmaps": summary.bitmaps_written,
@@ -217,6 +222,47 @@ def _stages_lines(stages: list[dict], top: int = 6) -> list[str]:
     return out
 
 
+def _older_copy(store: str, keep: int) -> str:
+    """A copy of a bench store holding only its first `keep` commitlog files (hard links, configs copied): the
+    store as an earlier daily copy held it."""
+    dest = CACHE / "jobs-wh" / f"older-{keep}"
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "commitlog").mkdir(parents=True)
+    for f in sorted(os.listdir(os.path.join(store, "commitlog")))[:keep]:
+        os.link(os.path.join(store, "commitlog", f), dest / "commitlog" / f)
+    shutil.copytree(os.path.join(store, "config"), dest / "config")
+    shutil.copy(os.path.join(store, "broker.conf"), dest / "broker.conf")
+    return str(dest)
+
+
+def _history(spark, marks: LogMarks, store: str, fresh: dict, per_msg: float, floor: dict, cores: int) -> None:
+    """Issue 26's cost: the large store's last file appended (--broker) to a history of its other files, against a
+    fresh run of the mid store (the same size as the increment); then the same copy again (nothing new) against
+    the floor."""
+    files = len(os.listdir(os.path.join(store, "commitlog")))
+    if files < 2:
+        print("history: the large dump has one file; no increment to measure", flush=True)
+        return
+    wh = _scratch("history")
+    older = _older_copy(store, files - 1)
+    base = _job1(spark, marks, older, wh, "bench-history", name="--broker")
+    inc = _job1(spark, marks, store, wh, "bench-history", name="--broker")
+    again = _job1(spark, marks, store, wh, "bench-history", name="--broker")
+    assert again.get("nothing_new"), again
+    inc_marginal = (inc["seconds"] - floor["seconds"]) / max(1, inc["records"])
+    print(f"history (K=32): a {files - 1}-file history ({base['records']:,} records, {base['seconds']:.1f} s), "
+          f"then a copy adding its last file: {inc['records']:,} records in {inc['seconds']:.1f} s, against a fresh "
+          f"run of the same size {fresh['seconds']:.1f} s ({inc['seconds'] / fresh['seconds']:.2f}x; aim <= 1.10x); "
+          f"the increment's cost above the floor {inc_marginal * 1e6 * cores:.2f} us per message per core against "
+          f"the marginal {per_msg * 1e6 * cores:.2f} ({inc_marginal / per_msg:.2f}x); the same copy again "
+          f"(nothing new): {again['seconds']:.1f} s against the floor {floor['seconds']:.1f} s (aim <= 1x)",
+          flush=True)
+    _report_run(f"history increment ({inc['records']:,} records)", inc)
+    shutil.rmtree(wh, ignore_errors=True)
+    shutil.rmtree(older, ignore_errors=True)
+
+
 def _marginal(small: dict, large: dict, what: str) -> float:
     """Seconds per unit of `what` between two runs of one job: (t_large - t_small) / (n_large - n_small)."""
     return (large["seconds"] - small["seconds"]) / max(1, large[what] - small[what])
@@ -239,6 +285,7 @@ def main() -> None:
     memory = os.environ.get("BENCH_JOBS_DRIVER_MEMORY", "4g")
     do_pull = os.environ.get("BENCH_JOBS_PULL", "1") != "0"
     do_bodies = os.environ.get("BENCH_JOBS_BODIES", "1") != "0"
+    do_history = os.environ.get("BENCH_JOBS_HISTORY", "1") != "0"
     m = re.fullmatch(r"local\[(\d+)\]", master)
     cores = int(m.group(1)) if m else (os.cpu_count() or 1)
     k_pull = 32 if 32 in ks or not ks else ks[0]
@@ -306,6 +353,8 @@ def main() -> None:
         for name in ("mid", "large"):
             _report_run(f"job 1 K={k} {name} ({runs[name]['records']:,} records, {runs[name]['bitmaps']:,} "
                         f"bitmaps)", runs[name])
+        if k == k_pull and do_history:
+            _history(spark, marks, jobs_dump.store_root(dumps["large"][0], k), runs["mid"], per_msg, floor1, cores)
     if do_bodies:
         runs = {}
         for name in ("mid", "large"):
