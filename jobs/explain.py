@@ -18,15 +18,16 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from filterlib import brokerversion
 from filterlib.errors import StoreFormatError
+from filterlib.rebuild.history import store_of
 from filterlib.replay.explain import evaluated_filter, explain
 from filterlib.store.bodies import StoredBody, read_stored
 from filterlib.store.compression import DecompressError, compression_type, decompress_body
 from filterlib.store.storedir import StoreDir
-from jobs import row_forms
+from jobs import history, row_forms
 from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
 from jobs.delta_io import check_dump_id, table_path
 from jobs.runs import read_dump
@@ -245,7 +246,18 @@ def _body_lines(spark: SparkSession, inputs: Inputs, dump_id: str, rows: list[di
     if not need:
         return out
     dump = next(iter(_table(spark, inputs, "dumps", dump_id).select("store", "broker_conf").collect()), None)
-    where = dump.store if dump is not None else None
+    spans = history.spans_of(spark, inputs.warehouse, dump_id).get(dump_id, [])
+    by_store: dict[str | None, list[int]] = {}
+    for off in need:  # a broker's history: the newest copy that held the record, else the dump's store
+        by_store.setdefault(store_of(off, spans, dump.store if dump is not None else None), []).append(off)
+    for where, offsets in by_store.items():
+        out.update(_read_back(dump, where, offsets))
+    return out
+
+
+def _read_back(dump: Any, where: str | None, need: list[int]) -> dict[int, str]:
+    """Body lines of records read back from one store (the dumps row's broker.conf applies to every copy)."""
+    out: dict[int, str] = {}
     try:
         if where is None:
             raise StoreFormatError("the dumps table has no row for this dump")
@@ -254,7 +266,7 @@ def _body_lines(spark: SparkSession, inputs: Inputs, dump_id: str, rows: list[di
     except (StoreFormatError, OSError, ValueError) as e:
         why = f"not in the warehouse (job 1 ran without --bodies) and the store {where or '(unknown)'} cannot be " \
               f"read: {e}"
-        return {**out, **{off: f"body: {why}" for off in need}}
+        return {off: f"body: {why}" for off in need}
     for stored in found:
         if stored.stored is None:
             out[stored.offset] = f"body: not in the warehouse, and the store {where} holds no record there: " \

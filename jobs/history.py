@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from filterlib.rebuild.history import CHECKED, HistoryEnd, history_end
+from filterlib.rebuild.history import CHECKED, HistoryEnd, Span, copy_spans, history_end
 from filterlib.store.scan import RangeScan, ScanOptions
 from filterlib.store.storedir import MappedFile
+from jobs.delta_io import table_path
 from jobs.runs import pinned_versions, read_dump
 
 if TYPE_CHECKING:
@@ -94,3 +95,19 @@ def continuity_problem(spark: SparkSession, warehouse: str, broker: str, held: H
         if mine != theirs:
             return (f"at commit log offset {off} the history holds {_said(mine)}, the copy {_said(theirs)}")
     return None
+
+
+def spans_of(spark: SparkSession, warehouse: str, dump_id: str | None) -> dict[str, list[Span]]:
+    """{history: its copies as spans, newest first} from the copies table (one history's at its last complete run,
+    or every history's when dump_id is None); empty where there is no copies table (no history in the warehouse)."""
+    from delta.tables import DeltaTable
+
+    path = table_path(warehouse, "copies")
+    if not DeltaTable.isDeltaTable(spark, path):
+        return {}
+    df = (read_dump(spark, warehouse, "copies", dump_id) if dump_id is not None
+          else spark.read.format("delta").load(path))
+    rows: dict[str, list[dict]] = {}
+    for r in df.select("dump_id", "first_offset", "to_offset", "store", "built_at").collect():
+        rows.setdefault(r.dump_id, []).append(r.asDict())
+    return {d: copy_spans(rs) for d, rs in rows.items()}

@@ -21,6 +21,7 @@ from filterlib import brokerversion, tables
 from filterlib import vocabulary as vocab
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
 from filterlib.store.commitlog import COMPRESSED_FLAG
+from jobs import history
 from jobs.delta_io import table_path
 from jobs.runs import read_dump
 
@@ -183,21 +184,24 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
     rows = decided.join(m, ["dump_id", "commit_log_offset"]).withColumn(
         "msg_id", F.coalesce("uniq_key", "offset_msg_id"))
     stores, versions = _dumps(spark, warehouse, dump_id, store)
+    spans = {} if store is not None else history.spans_of(spark, warehouse, dump_id)
     keeps = {d for d, v in versions.items() if brokerversion.client_keeps_compressed_flag(v)}
     ddl = (", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in rows.schema)
            + ", body binary, client_sys_flag int")
-    out = rows.mapInArrow(_with_bodies(stores, store, keeps), ddl)
+    out = rows.mapInArrow(_with_bodies(stores, store, keeps, spans), ddl)
     return out.select(*tables.DELIVERED_MESSAGES.names)
 
 
-def _with_bodies(stores: dict[str, str], store: str | None, keeps: set[str]):
+def _with_bodies(stores: dict[str, str], store: str | None, keeps: set[str], spans: dict[str, list] | None = None):
     """mapInArrow: each delivered message's body and sysFlag as the consumer gets them (stored bodies inflated where
-    compressed, missing ones read from the dump; `keeps`: the dumps whose client keeps the compressed flag)."""
+    compressed, missing ones read from the dump, for a broker's history from the newest copy that held the record:
+    `spans`; `keeps`: the dumps whose client keeps the compressed flag)."""
     from filterlib.store import fs as sfs
 
     remote = sfs.snapshot()
 
     def run(batches):
+        from filterlib.rebuild.history import store_of
         from filterlib.store.bodies import read_bodies
         from filterlib.store.compression import client_sys_flags, decompress_body
         from filterlib.store.storedir import StoreDir
@@ -217,7 +221,8 @@ def _with_bodies(stores: dict[str, str], store: str | None, keeps: set[str]):
                     values[i] = decompress_body(values[i], int(flags[i]))
                 by_root: dict[str | None, list[int]] = {}
                 for i in np.flatnonzero(missing).tolist():
-                    by_root.setdefault(stores.get(dumps[i]) or store, []).append(i)
+                    root = store_of(offsets[i], (spans or {}).get(dumps[i], ()), stores.get(dumps[i]) or store)
+                    by_root.setdefault(root, []).append(i)
                 for root, rows in by_root.items():  # one read_bodies call per store: nearby records share reads
                     if root not in opened:
                         opened[root] = _open(root)

@@ -105,6 +105,31 @@ def test_the_history_counts_and_copies_rows_say_what_each_copy_added(spark, whol
     assert added == [c.records for c in copies] and sum(added) == truth["records"]
 
 
+def test_delivered_bodies_of_a_history_come_from_the_newest_copy_that_held_them(spark, whole, three_copies
+                                                                               ) -> None:
+    from jobs import row_forms, simulate_pull
+
+    bodies = {}
+    for wh in (whole, three_copies["wh"]):
+        assert simulate_pull.main(["--warehouse", wh, "--dump-id", "b", "--broker-conf", str(DEMO / "broker.conf"),
+                                   "--subscriptions", str(DEMO / "subscriptions.json"), "--queues", "rebuilt"],
+                                  spark) == 0
+        rows = row_forms.delivered_messages(spark, wh, "b").select(
+            "consumer_group", "commit_log_offset", "body").collect()
+        bodies[wh] = {(r.consumer_group, r.commit_log_offset): r.body for r in rows}
+    mine, truth = bodies[three_copies["wh"]], bodies[whole]
+    first_file = [k for k in truth if k[1] < MAPPED]
+    assert first_file and mine == truth  # c3, the newest copy, no longer holds the first file
+    assert all(b is not None for b in mine.values())
+    from jobs import explain
+
+    group, offset = min(first_file, key=lambda k: k[1])
+    m = read_dump(spark, three_copies["wh"], "messages", "b").where(f"commit_log_offset = {offset}").first()
+    args = ["--warehouse", three_copies["wh"], "--broker", "b", "--group", group, "--msg-id", m.uniq_key]
+    text = "\n".join(explain.answer(spark, explain.validate(explain.parser().parse_args(args))).lines())
+    assert f"read from the store {three_copies['copies'][1]}" in text  # c2: the newest copy holding file 0
+
+
 def test_a_gap_is_recorded_and_said_and_the_rest_is_whole(spark, whole, tmp_path, capsys) -> None:
     wh = str(tmp_path / "wh")
     assert job1(spark, copy_of(tmp_path / "c1", {0: None}), wh, "--broker", "g") == 0

@@ -59,3 +59,15 @@ def test_a_file_spanning_the_end_that_is_not_the_historys_is_a_problem() -> None
     hist = history_end([row(0, 995, "blank"), row(M, 420, "eof", records=7)])
     plan = plan_append(hist, [MappedFile("/s/commitlog/x", 0, 4 * M)], {0: 5, M: 7}, M + 380)
     assert plan.problem is not None and "spans the history's end 1420" in plan.problem
+
+
+def test_a_record_is_read_back_from_the_newest_copy_that_held_it() -> None:
+    from filterlib.rebuild.history import copy_spans, store_of
+
+    spans = copy_spans([{"first_offset": 0, "to_offset": 1420, "store": "/c1", "built_at": 1},
+                        {"first_offset": 2 * M, "to_offset": 5 * M, "store": "/c3", "built_at": 3},
+                        {"first_offset": 0, "to_offset": 3 * M, "store": "/c2", "built_at": 2}])
+    assert [s[2] for s in spans] == ["/c3", "/c2", "/c1"]
+    assert [store_of(o, spans, "/dump") for o in (0, 1419, 1420, 2 * M, 5 * M)] == ["/c2", "/c2", "/c2", "/c3",
+                                                                                   "/dump"]
+    assert store_of(5, [], None) is None

@@ -99,3 +99,23 @@ def plan_append(hist: HistoryEnd, files: Sequence[MappedFile], history_bases: Ma
     if first_new is not None and first_new > hist.end and all(f.base != holder for f in files):
         plan.gap = (hist.end, first_new)
     return plan
+
+
+Span = tuple[int, int, str]
+"""(first_offset, to_offset, store) of one copy of a history: the records it held whole, and where it is."""
+
+
+def copy_spans(rows: Sequence[Mapping]) -> list[Span]:
+    """A history's copies (copies table rows) as spans, newest first: where a record's bytes can be read back when
+    the newest copy no longer holds its file (retention deleted it before that copy was taken)."""
+    ordered = sorted(rows, key=lambda r: (r["to_offset"], r["built_at"]), reverse=True)
+    return [(int(r["first_offset"]), int(r["to_offset"]), str(r["store"])) for r in ordered]
+
+
+def store_of(offset: int, spans: Sequence[Span], default: str | None) -> str | None:
+    """The store of the newest copy that held the record at `offset` whole; `default` when no copy span holds it
+    (a dump that is no history, or a history written before copies were recorded)."""
+    for first, to, store in spans:
+        if first <= offset < to:
+            return store
+    return default
