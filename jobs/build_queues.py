@@ -831,7 +831,7 @@ def _reads(spark: SparkSession, inputs: Inputs, held: Held | None, ctx: TaskCont
     return plan.reads
 
 
-def _history_rows(spark: SparkSession, inputs: Inputs, held: Held | None, reads: list[Read],
+def _history_rows(inputs: Inputs, held: Held | None, reads: list[Read],
                   file_rows: list[dict], summary: Summary) -> list[dict]:
     """The history's dump_files rows after this copy (the files it read replace the history's rows of them), and
     the summary's words on what the copy did."""
@@ -888,7 +888,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary.records = sum(r["records"] for r in file_rows) - sum(r.prefix_records for r in reads)
     summary.damaged = [r for r in file_rows if r["damage_offset"] is not None]
     log.info("decoded: %d records, %d damaged ranges", summary.records, len(summary.damaged))
-    merged = _history_rows(spark, inputs, held, reads, file_rows, summary)
+    merged = _history_rows(inputs, held, reads, file_rows, summary)
     if held is not None and summary.records == 0:
         for target, parts in ((ctx.messages, [o.part for o in d.kept + d.dropped]),
                               (ctx.queue, [o.queue_part for o in d.kept + d.dropped])):
