@@ -108,6 +108,25 @@ def _common_args(store: str = STORE_PATH, name: tuple[str, str] = ("--dump-id", 
     ]
 
 
+JOB2_ARGS = ["--from", "{{ params.pull_from or '' }}", "--queues", "{{ params.queues or '' }}"]
+"""Job 2's own flags, rendered from the run params pull_from and queues."""
+
+
+def _shared_params(queues: str | None, queues_text: str) -> dict[str, Param]:
+    """The run params both kinds of DAG have (all but the dump's name and store); `queues`: job 2's default."""
+    return {
+        "warehouse": Param(WAREHOUSE, type="string", minLength=1, description="the Delta warehouse directory"),
+        "broker_conf": Param(BROKER_CONF, type=["null", "string"],
+                             description="broker.conf file; empty: RocketMQ 5.3.3 defaults"),
+        "subscriptions": Param(SUBSCRIPTIONS, type=["null", "string"],
+                               description="subscriptions JSON file; empty: none"),
+        "pull_from": Param(None, type=["null", "string"], enum=[None, "", "earliest", "committed"],
+                           description="job 2 --from; empty: the job's default"),
+        "queues": Param(queues, type=["null", "string"], enum=[None, "", "dump", "rebuilt"],
+                        description=f"job 2 --queues; {queues_text}"),
+    }
+
+
 def _env_vars() -> dict[str, str]:
     env = {"PYSPARK_PYTHON": PYSPARK_PYTHON} if PYSPARK_PYTHON else {}
     if DRIVER_PYTHON:
@@ -198,22 +217,11 @@ with DAG(
                          description="name of the dump in the tables; empty: the logical date (ds_nodash)"),
         "store": Param(STORE, type="string", minLength=1,
                        description="the store dump directory or URI; {dump_id} is replaced by the dump id"),
-        "warehouse": Param(WAREHOUSE, type="string", minLength=1, description="the Delta warehouse directory"),
-        "broker_conf": Param(BROKER_CONF, type=["null", "string"],
-                             description="broker.conf file; empty: RocketMQ 5.3.3 defaults"),
-        "subscriptions": Param(SUBSCRIPTIONS, type=["null", "string"],
-                               description="subscriptions JSON file; empty: none"),
-        "pull_from": Param(None, type=["null", "string"], enum=[None, "", "earliest", "committed"],
-                           description="job 2 --from; empty: the job's default"),
-        "queues": Param(None, type=["null", "string"], enum=[None, "", "dump", "rebuilt"],
-                        description="job 2 --queues; empty: the job's default"),
+        **_shared_params(None, "empty: the job's default"),
     },
 ) as dag:
     build_queues = _submit("build_queues", "build_queues.py", _common_args())
-    simulate_pull = _submit("simulate_pull", "simulate_pull.py", _common_args() + [
-        "--from", "{{ params.pull_from or '' }}",
-        "--queues", "{{ params.queues or '' }}",
-    ])
+    simulate_pull = _submit("simulate_pull", "simulate_pull.py", _common_args() + JOB2_ARGS)
     build_queues >> simulate_pull
 
 
@@ -257,24 +265,14 @@ def _broker_dag(broker: str) -> DAG:
         params={
             "store": Param(COPY_STORE, type="string", minLength=1,
                            description="the day's store copy; {broker} and {ds_nodash} are replaced"),
-            "warehouse": Param(WAREHOUSE, type="string", minLength=1, description="the Delta warehouse directory"),
-            "broker_conf": Param(BROKER_CONF, type=["null", "string"],
-                                 description="broker.conf file; empty: RocketMQ 5.3.3 defaults"),
-            "subscriptions": Param(SUBSCRIPTIONS, type=["null", "string"],
-                                   description="subscriptions JSON file; empty: none"),
-            "pull_from": Param(None, type=["null", "string"], enum=[None, "", "earliest", "committed"],
-                               description="job 2 --from; empty: the job's default"),
-            "queues": Param("rebuilt", type=["null", "string"], enum=[None, "", "dump", "rebuilt"],
-                            description="job 2 --queues; the history's queues are job 1's rebuild"),
+            **_shared_params("rebuilt", "the history's queues are job 1's rebuild"),
         },
     ) as broker_dag:
         label = f"{broker}-{{{{ ds_nodash }}}}"
         append = _submit("build_queues", "build_queues.py", _common_args(store, ("--broker", broker)), label,
                          depends_on_past=True)
-        replay = _submit("simulate_pull", "simulate_pull.py", _common_args(store, ("--dump-id", broker)) + [
-            "--from", "{{ params.pull_from or '' }}",
-            "--queues", "{{ params.queues or '' }}",
-        ], label)
+        replay = _submit("simulate_pull", "simulate_pull.py", _common_args(store, ("--dump-id", broker)) + JOB2_ARGS,
+                         label)
         append >> replay
     return broker_dag
 
