@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,6 +20,8 @@ from filterlib.vocabulary import (
     COMMIT_LOG_OUTCOMES,
     CONSUME_QUEUE,
     DELIVERED,
+    FILTERED_BY_OTHER_MEMBER,
+    MEMBER_RECHECK_DROP,
     SQL_FALSE,
     SQL_NON_BOOLEAN,
     TAG_CLIENT_MISMATCH,
@@ -305,8 +308,21 @@ def check_client(subscription: Subscription, message_tags: str | None) -> Decisi
 
 
 def decide(message_filter: ExpressionMessageFilter, tags_code: int | None, ext_unit: ExtUnitLike | None,
-           properties: Mapping[str, str] | None) -> FilterOutcome:
-    """Run both broker layers and the client re-check on one unit; the first layer that drops it decides."""
+           properties: Mapping[str, str] | None, own: ExpressionMessageFilter | None = None) -> FilterOutcome:
+    """Run both broker layers and the client re-check on one unit; the first layer that drops it decides.
+
+    `own`: a group member's own filter where the broker filters with another member's subscription (the kept
+    one): the client re-checks with the member's own tags, and a broker drop the member's own subscription would
+    have delivered is FILTERED_BY_OTHER_MEMBER."""
+    out = _decide(message_filter, tags_code, ext_unit, properties, own)
+    if own is not None and out.layer in (CONSUME_QUEUE, COMMIT_LOG) and out.outcome != DELIVERED and \
+            decide(own, tags_code, ext_unit, properties).outcome == DELIVERED:
+        return dataclasses.replace(out, outcome=FILTERED_BY_OTHER_MEMBER)
+    return out
+
+
+def _decide(message_filter: ExpressionMessageFilter, tags_code: int | None, ext_unit: ExtUnitLike | None,
+            properties: Mapping[str, str] | None, own: ExpressionMessageFilter | None) -> FilterOutcome:
     cq = message_filter.check_consume_queue(tags_code, ext_unit)
     if not cq.matched:
         outcome = BLOOM_MISS if cq.reason == "bloom_miss" else TAG_HASH_MISS
@@ -318,7 +334,11 @@ def decide(message_filter: ExpressionMessageFilter, tags_code: int | None, ext_u
     sub = message_filter.subscription
     if sub is None:
         return FilterOutcome(DELIVERED, cl.layer, cl.reason, cl.detail, False, (cq, cl))
-    client = check_client(sub, None if properties is None else properties.get(PROPERTY_TAGS))
+    tags = None if properties is None else properties.get(PROPERTY_TAGS)
+    client = check_client(own.subscription if own is not None else sub, tags)
     if not client.matched:
+        if own is not None and check_client(sub, tags).matched:
+            client = Decision(False, CLIENT, "client_not_own_tag")
+            return FilterOutcome(MEMBER_RECHECK_DROP, client.layer, client.reason, None, False, (cq, cl, client))
         return FilterOutcome(TAG_CLIENT_MISMATCH, client.layer, client.reason, None, False, (cq, cl, client))
     return FilterOutcome(DELIVERED, client.layer, client.reason, None, False, (cq, cl, client))

@@ -8,8 +8,12 @@ A JSON list of objects; only `group` and `topic` are required:
 
 `type` TAG (default) or SQL92; any other text is passed on as the broker would get it. `expression` default `*`.
 `path` `registered` (default: a push consumer, its filter data from the registry) or `posted` (the pull carries its
-selector). `sub_version` default: the registered client version, else 0 (None here). `batch_size` default 32. An
-unknown key or a wrong type is a `SubscriptionsError` naming the entry.
+selector: a lite-pull consumer that subscribes, or a push consumer with postSubscriptionWhenPull). `sub_version`
+default: the registered client version, else 0 (None here). `batch_size` default 32. `client_id` names the member
+(client) of the group the entry belongs to: a group whose entries name their clients is replayed as its members
+(`filterlib.members`), with `allocate` its allocation strategy (`AVG`, the default, or `AVG_BY_CIRCLE`; the class
+names AllocateMessageQueueAveragely / ...ByCircle are accepted too). An unknown key or a wrong type is a
+`SubscriptionsError` naming the entry.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ REGISTERED = "registered"
 POSTED = "posted"
 PATHS = (REGISTERED, POSTED)
 DEFAULT_BATCH_SIZE = 32
-_KEYS = ("group", "topic", "type", "expression", "path", "sub_version", "batch_size")
+_KEYS = ("group", "topic", "type", "expression", "path", "sub_version", "batch_size", "client_id", "allocate")
+ALLOCATE_NAMES = ("AVG", "AVG_BY_CIRCLE", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle")
 
 
 class SubscriptionsError(ValueError):
@@ -43,6 +48,8 @@ class Subscription:
     path: str = REGISTERED
     sub_version: int | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
+    client_id: str | None = None
+    allocate: str | None = None
 
     @property
     def is_tag(self) -> bool:
@@ -88,8 +95,18 @@ def parse_entry(i: int, obj: object) -> Subscription:
     batch = obj.get("batch_size", DEFAULT_BATCH_SIZE)
     if not (_is_int(batch) and 0 < batch < (1 << 31)):
         raise SubscriptionsError(f"{name}: 'batch_size' must be a positive integer, got {batch!r}")
+    client = obj.get("client_id")
+    if client is not None and (not isinstance(client, str) or not client):
+        raise SubscriptionsError(f"{name}: 'client_id' must be a non-empty string, got {client!r}")
+    allocate = obj.get("allocate")
+    if allocate is not None and allocate not in ALLOCATE_NAMES:
+        raise SubscriptionsError(f"{name}: 'allocate' must be one of {', '.join(ALLOCATE_NAMES)}, got {allocate!r}"
+                                 f" (other strategies are not replayed)")
+    if allocate is not None and client is None:
+        raise SubscriptionsError(f"{name}: 'allocate' needs 'client_id': only a group replayed as its members is "
+                                 f"allocated")
     return Subscription(obj["group"], obj["topic"], obj.get("type", TAG_TYPE), obj.get("expression", "*"), path,
-                        version, batch)
+                        version, batch, client, allocate)
 
 
 def parse_subscriptions(data: object) -> list[Subscription]:

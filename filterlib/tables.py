@@ -323,7 +323,16 @@ GROUP_STATS = Table("group_stats", "one row per subscription", ("dump_id", "cons
         ("empty_pulls", LONG, "pulls that returned no message"),
         ("found_pulls", LONG, "pulls with status FOUND"),
         ("subscription_position", INT, "the subscription's byte in its topic's `pull_decisions.decisions` (0-based: "
-                                       "its rank among the run's subscriptions to the topic)"))))
+                                       "its rank among the run's subscriptions to the topic)"),
+        ("member", STR, "the group member (client id) whose pulls the row counts; null for a group not replayed as "
+                        "its members"),
+        ("kept_by", STR, "the member whose subscription the broker keeps for (group, topic) in this row's "
+                         "possibility (null: every subscriber posts its own)"),
+        ("kept_type", STR, "the kept subscription's type"),
+        ("kept_expression", STR, "the kept subscription's expression: the broker filters a registered member's "
+                                 "pulls with it"),
+        ("owned_queues", STR, "the queue ids the group's allocation gives the member on this broker, comma-separated "
+                              "(null: every queue of the topic)"))))
 
 DECISION_MATRIX = Table("pull_decisions", "one row per consume-queue unit that at least one subscription scanned",
                         ("dump_id", "topic", "queue_id", "queue_offset"), (DUMP_ID, *_cols(

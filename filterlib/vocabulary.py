@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+REBALANCE = "rebalance"
 CONSUME_QUEUE = "consume_queue"
 COMMIT_LOG = "commit_log"
 CLIENT = "client"
-LAYERS: tuple[str, ...] = (CONSUME_QUEUE, COMMIT_LOG, CLIENT)
-"""The filter layers in the order a unit meets them: the broker's two, then the consumer's client."""
+LAYERS: tuple[str, ...] = (REBALANCE, CONSUME_QUEUE, COMMIT_LOG, CLIENT)
+"""The layers in the order a unit meets them: the group's queue allocation (which member pulls the queue, if any),
+the broker's two filter layers, then the consumer's client."""
 
 DELIVERED = "DELIVERED"
 TAG_HASH_MISS = "TAG_HASH_MISS"
@@ -23,6 +25,9 @@ SQL_FALSE = "SQL_FALSE"
 SQL_NULL = "SQL_NULL"
 SQL_ERROR = "SQL_ERROR"
 CLIENT_DECODE_FAILED = "CLIENT_DECODE_FAILED"
+FILTERED_BY_OTHER_MEMBER = "FILTERED_BY_OTHER_MEMBER"
+MEMBER_RECHECK_DROP = "MEMBER_RECHECK_DROP"
+NEVER_PULLED = "NEVER_PULLED"
 
 
 @dataclass(frozen=True)
@@ -52,13 +57,25 @@ OUTCOMES: tuple[Outcome, ...] = (
     Outcome(CLIENT_DECODE_FAILED, CLIENT, "client_decode_failed",
             "returned by the broker, lost in the client's decode: its body, or an earlier one of the same pull, "
             "does not inflate", "#666666"),
+    Outcome(FILTERED_BY_OTHER_MEMBER, None, "filtered_by_other_member",
+            "the member wanted it (its own subscription delivers it), but the broker filtered the member's pull with "
+            "another member's subscription, the one it keeps for the group, and dropped it", "#b2182b"),
+    Outcome(MEMBER_RECHECK_DROP, CLIENT, "member_recheck_drop",
+            "the broker passed it under another member's subscription; the member's own tag re-check dropped it: "
+            "consumed, lost", "#f4a582"),
+    Outcome(NEVER_PULLED, REBALANCE, "never_pulled",
+            "its queue is allocated to a member that does not subscribe the topic: nobody pulls it", "#4d4d4d"),
 )
 """Every outcome, in the engine's code order (also group_stats' column order)."""
 OUTCOME_NAMES: tuple[str, ...] = tuple(o.name for o in OUTCOMES)
 BY_NAME: dict[str, Outcome] = {o.name: o for o in OUTCOMES}
 PIPELINE_ORDER: tuple[Outcome, ...] = tuple(BY_NAME[n] for n in (
-    DELIVERED, TAG_HASH_MISS, TAG_CLIENT_MISMATCH, CLIENT_DECODE_FAILED, BLOOM_MISS, SQL_FALSE, SQL_NULL, SQL_ERROR))
-"""The outcomes as the report shows them: delivered, then the TAG path's drops, then the SQL92 path's."""
+    DELIVERED, TAG_HASH_MISS, TAG_CLIENT_MISMATCH, CLIENT_DECODE_FAILED, BLOOM_MISS, SQL_FALSE, SQL_NULL, SQL_ERROR,
+    FILTERED_BY_OTHER_MEMBER, MEMBER_RECHECK_DROP, NEVER_PULLED))
+"""The outcomes as the report shows them: delivered, then the TAG path's drops, then the SQL92 path's, then the
+losses of a group whose members subscribe differently."""
+MEMBER_OUTCOMES: tuple[str, ...] = (FILTERED_BY_OTHER_MEMBER, MEMBER_RECHECK_DROP, NEVER_PULLED)
+"""The outcomes only a group replayed as its members gives (`filterlib.members`)."""
 OUTCOME_COLUMNS: dict[str, str] = {o.name: o.column for o in OUTCOMES}
 """Outcome name → its count column in group_stats."""
 
@@ -74,6 +91,9 @@ class Branch:
 
 
 BRANCHES: tuple[Branch, ...] = (
+    Branch("queue_owner_not_subscribed", REBALANCE, "the group's allocation gives the queue to a member that does not "
+                                                    "subscribe the topic: that member never pulls it, and no other "
+                                                    "member does"),
     Branch("no_subscription", CONSUME_QUEUE, "no subscription: the broker lets every unit through"),
     Branch("class_filter", CONSUME_QUEUE, "a class-filter subscription: the broker lets every unit through (the "
                                           "client filters; not replayed)"),
@@ -113,6 +133,10 @@ BRANCHES: tuple[Branch, ...] = (
                                        "it"),
     Branch("client_tag_mismatch", CLIENT, "the message's tag is not among the subscribed tags, although its hash "
                                           "matched one: a String.hashCode collision; the client drops it"),
+    Branch("client_not_own_tag", CLIENT, "the broker passed it under the subscription it keeps for the group "
+                                         "(another member's); the message's tag (or its lack of one) is not among "
+                                         "this member's own subscribed tags: the client drops it, and the offset "
+                                         "moves on"),
     Branch("client_decode_failed", CLIENT, "the client's decode of the pull's response fails on this message's body "
                                            "({detail}): MessageDecoder.decodesBatch stops there, so the consumer "
                                            "never sees it or any later message of this pull (CLIENT_DECODE_FAILED, "
@@ -158,6 +182,7 @@ BLOOM_TESTED = ("bloom_hit", "bloom_miss")
 """The consume-queue branches that read the unit's bitmap."""
 CLIENT_OUTCOMES: dict[str, str] = {"client_keep_all": DELIVERED, "client_tag_match": DELIVERED,
                                    "client_no_tags": TAG_CLIENT_MISMATCH, "client_tag_mismatch": TAG_CLIENT_MISMATCH,
+                                   "client_not_own_tag": MEMBER_RECHECK_DROP,
                                    "client_decode_failed": CLIENT_DECODE_FAILED,
                                    "client_decode_lost": CLIENT_DECODE_FAILED}
 """The client's branches → the outcome each gives."""
@@ -165,11 +190,20 @@ CQ_DROPS: dict[str, str] = {"tag_hash_miss": TAG_HASH_MISS, "bloom_miss": BLOOM_
 """The consume-queue layer's dropping branches → the outcome each gives."""
 
 
+TAG_PASSES = ("tag_code_null", "sub_all", "tag_hash_hit")
+"""The consume-queue branches that pass a unit under a TAG subscription on an ordinary topic."""
+SQL_EVALUATED = ("no_bloom_data", "ext_null", "not_in_live", "bitmap_null", "bloom_data_invalid",
+                 "bitmap_length_mismatch", "bloom_error", "bloom_hit")
+"""The consume-queue branches that pass a unit on to a SQL92 evaluation in the commit-log layer."""
+
+
 def _decision_codes() -> tuple[DecisionCode, ...]:
     """Every combination the engine can give, from its branches: a consume-queue branch that drops decides alone;
     one that passes is followed by a commit-log drop (the bloom false positive where the bitmap said maybe) or by a
     client branch (SQL92 value TRUE where the commit-log layer evaluated, none where it had nothing to evaluate);
-    a filter without subscription delivers from the commit-log layer."""
+    a filter without subscription delivers from the commit-log layer. Then the member outcomes (appended, so the
+    earlier codes keep their numbers), on ordinary topics only: a broker drop the member's own subscription would
+    have delivered, the member's own re-check after the broker passed, and a queue nobody pulls."""
     sql_reason = {"sql_false": "FALSE", "sql_null": "NULL", "sql_error": "ERROR"}
     out: list[tuple] = [(None, None, None, None, None, False, False)]
     for b in BRANCHES:
@@ -185,7 +219,17 @@ def _decision_codes() -> tuple[DecisionCode, ...]:
             out.append((COMMIT_LOG_OUTCOMES[reason], COMMIT_LOG, reason, cq, value, tested, cq == "bloom_hit"))
         for value in (None, "TRUE"):
             for reason, outcome in CLIENT_OUTCOMES.items():
-                out.append((outcome, CLIENT, reason, cq, value, tested, False))
+                if outcome != MEMBER_RECHECK_DROP:
+                    out.append((outcome, CLIENT, reason, cq, value, tested, False))
+    for cq in CQ_DROPS:
+        out.append((FILTERED_BY_OTHER_MEMBER, CONSUME_QUEUE, cq, cq, None, cq in BLOOM_TESTED, False))
+    for cq in SQL_EVALUATED:
+        for reason, value in sql_reason.items():
+            out.append((FILTERED_BY_OTHER_MEMBER, COMMIT_LOG, reason, cq, value, cq in BLOOM_TESTED,
+                        cq == "bloom_hit"))
+    for cq, value in [(c, None) for c in (*TAG_PASSES, "no_filter_data")] + [(c, "TRUE") for c in SQL_EVALUATED]:
+        out.append((MEMBER_RECHECK_DROP, CLIENT, "client_not_own_tag", cq, value, cq in BLOOM_TESTED, False))
+    out.append((NEVER_PULLED, REBALANCE, "queue_owner_not_subscribed", None, None, False, False))
     return tuple(DecisionCode(i, *row) for i, row in enumerate(out))
 
 
@@ -193,4 +237,6 @@ DECISION_CODES: tuple[DecisionCode, ...] = _decision_codes()
 """job 2's decision codes: `pull_decisions.decisions` holds one of these per (unit, subscription) as a byte."""
 NOT_SCANNED = 0
 """The code of a unit the subscription's pulls never reached (a zero byte)."""
+NEVER_PULLED_CODE = len(DECISION_CODES) - 1
+"""The code of a unit on a queue its owner does not pull (`NEVER_PULLED`)."""
 assert len(DECISION_CODES) <= 256, "a decision code must fit in one byte"

@@ -18,7 +18,7 @@ from filterlib.rebuild.dispatch import registry_from_spec
 from filterlib.replay import matrix, whatif
 from filterlib.replay.matrix import MATRIX_SCHEMA
 from filterlib.replay.paging import PullConfig, Span
-from filterlib.replay.plans import Plan, build_filter
+from filterlib.replay.plans import NOT_SUBSCRIBED, Plan, build_filter, own_filter
 from filterlib.replay.rows import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA
 from filterlib.store import fs as sfs
 from filterlib.store.dumpqueue import read_chunks, units_per_file
@@ -180,8 +180,9 @@ class PullContext:
 _filters: dict[str, dict] = {}
 
 
-def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object]]]:
-    """Per topic, the OK plans and their filters (built once per worker process and context)."""
+def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object, object]]]:
+    """Per topic, the OK plans with their filters and, for a member filtered with another's subscription, its own
+    filter; and the plans of members that never pull (filter None). Built once per worker process and context."""
     key = ctx.key
     if key not in _filters:
         registry = registry_from_spec(ctx.registry)
@@ -190,7 +191,10 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object]]]:
         for plan in plans:  # in pull_decisions' key order (group, subscription), so the job writes without a sort
             if plan.ok:
                 f = build_filter(plan, registry, ctx.enable_property_filter, ctx.filter_support_retry, ctx.now)
-                by_topic.setdefault(plan.topic, []).append((plan, f))
+                own = own_filter(plan, registry, ctx.filter_support_retry, ctx.now)
+                by_topic.setdefault(plan.topic, []).append((plan, f, own))
+            elif plan.answer == NOT_SUBSCRIBED:
+                by_topic.setdefault(plan.topic, []).append((plan, None, None))
         _filters.clear()
         _filters[key] = by_topic
     return _filters[key]
@@ -219,7 +223,7 @@ def replay_queues(ctx: PullContext, decisions: Any = None):
             span = Span(min_offset, holds_end=len(ends) > 0)
         entries = _topic_filters(ctx).get(topic, [])
         filters = [(p.index, int(ctx.positions[str(p.index)]), f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)),
-                    p.batch_size) for p, f in entries]
+                    p.batch_size, own) for p, f, own in entries if p.pulls(queue_id)]
         real, cand = ctx.widths.get(topic, (0, 0))
         out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
                                   PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), span=span)

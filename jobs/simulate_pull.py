@@ -32,6 +32,7 @@ from filterlib import brokerversion, tables
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.errors import StoreFormatError
+from filterlib.members import kept_words, member_pulls, split_groups, topic_queue_ids
 from filterlib.rebuild.dispatch import registry_spec
 from filterlib.rebuild.dumpregistry import RegistryLoad
 from filterlib.registry import now_ms
@@ -40,11 +41,13 @@ from filterlib.replay.matrix import codes_table, subscription_positions
 from filterlib.replay.plans import (
     COMMITTED,
     EARLIEST,
+    NOT_SUBSCRIBED,
     Plan,
     committed_offsets,
     dump_subscriptions,
     not_replayed,
     plan_all,
+    plan_members,
 )
 from filterlib.replay.rows import MESSAGE_SIDE
 from filterlib.replay.stats import stats_rows, sum_counts, totals
@@ -174,6 +177,11 @@ class Summary:
         for s in self.stats:
             head = f"  {s['consumer_group']} on {s['topic']} [{s['subscription_type']} {s['expression']!r}, " \
                    f"{s['path']}, {s['source']}]"
+            if s.get("member") is not None:
+                head = _member_head(s)
+            if s["answer"] == NOT_SUBSCRIBED:
+                out.append(f"{head}: {s['answer_remark']}; {s['never_pulled']:,} units never pulled")
+                continue
             if s["answer"] != mf.OK:
                 out.append(f"{head}: broker answers {s['answer']}: {s['answer_remark'] or s['answer_cause']}")
                 continue
@@ -411,6 +419,15 @@ def _body_errors(batches):
                                          names=["commit_log_offset", "body_error"])
 
 
+def _member_head(s: dict) -> str:
+    """A member's summary head: group, topic, member, its own subscription, whose the broker keeps, its queues."""
+    own = "not subscribed" if s["answer"] == NOT_SUBSCRIBED else f"{s['subscription_type']} {s['expression']!r}"
+    kept = ("its own" if s["kept_by"] == s["member"] else f"{s['kept_by']}'s {s['kept_type']} "
+            f"{s['kept_expression']!r}") if s["kept_by"] is not None else "none (posted)"
+    return f"  {s['consumer_group']} on {s['topic']}, member {s['member']} [{own}; broker keeps {kept}; queues " \
+           f"{s['owned_queues'] or 'none'}]"
+
+
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary) -> DataFrame:
     """Every pulled queue's units with min_offset, units_per_file and the piece they are replayed in, and each
     queue's end row (`pull_tasks.CQ_SIDE`: the CQ side only), from the dump or job 1."""
@@ -575,18 +592,26 @@ def _plan(inputs: Inputs, summary: Summary) -> Planned:
     summary.notes += reg.issues
     unread: list[str] = []
     lite_unknown = "a Lite Topic subscription cannot be told apart: every subscription is replayed as an ordinary one"
-    subs, lite = not_replayed(dump_subscriptions(inputs.subscriptions, reg.registry),
-                              config_or_note(inputs.store, "topics", lite_unknown, unread),
+    topics = config_or_note(inputs.store, "topics", lite_unknown, unread)
+    subs, lite = not_replayed(dump_subscriptions(inputs.subscriptions, reg.registry), topics,
                               config_or_note(inputs.store, "subscriptionGroup", lite_unknown, unread))
     summary.notes += list(dict.fromkeys(unread))
     summary.notes += lite
+    try:
+        groups, _ = split_groups([s for s, _ in subs])
+    except ValueError as e:
+        raise InputError(f"{inputs.subscriptions_path}: {e}") from None
+    as_members = {g.name for g in groups}
+    subs = [(s, source) for s, source in subs if s.group not in as_members]
     twice = sorted({f"({s.group}, {s.topic})" for s, _ in subs
                     if sum((o.group, o.topic) == (s.group, s.topic) for o, _ in subs) > 1})
     if twice:
         summary.notes.append(f"several subscriptions of one group to one topic, each replayed on its own (the "
-                             f"broker keeps the last heartbeat's): {', '.join(twice)}")
+                             f"broker keeps the last heartbeat's; name each entry's client_id to replay the group "
+                             f"as its members): {', '.join(twice)}")
     now = now_ms()
     plans = plan_all(subs, reg.registry, conf.enablePropertyFilter, conf.filterSupportRetry, now)
+    plans += _member_plans(inputs, groups, topics, reg, now, len(plans), summary)
     summary.plans = plans
     summary.refused = inputs.refused
     if not conf.enablePropertyFilter and any(not Subscription(p.group, p.topic, p.type).is_tag for p in plans):
@@ -603,6 +628,31 @@ def _plan(inputs: Inputs, summary: Summary) -> Planned:
              sum(p.source == "subscriptions" for p in plans), sum(p.source != "subscriptions" for p in plans),
              sum(p.ok for p in plans + cand_plans))
     return Planned(plans, cand_plans, compared, reg, now)
+
+
+def _member_plans(inputs: Inputs, groups: list, topics: dict | None, reg: RegistryLoad, now: int, start: int,
+                  summary: Summary) -> list[Plan]:
+    """The plans of the groups replayed as their members: every (possibility, member) of each topic over the
+    queues the group's allocation gives it on this broker; the summary says whose subscription the broker keeps."""
+    if not groups:
+        return []
+    try:
+        found = inputs.store.queue_ids() if inputs.store.queue_kind is not None else []
+    except StoreFormatError:
+        found = []
+    broker = inputs.store.conf.brokerName or inputs.dump_id
+    pulls = []
+    for g in groups:
+        for topic in g.topics:
+            ids = topic_queue_ids(topics, (q for t, q in found if t == topic), topic)
+            if not ids:
+                summary.notes.append(f"{g.name} on {topic}: no queue of the topic in topics.json or the store; "
+                                     f"nothing allocated")
+                continue
+            pulls += member_pulls(g, topic, broker, ids)
+            summary.notes.append(kept_words(g, topic))
+    conf = inputs.store.conf
+    return plan_members(pulls, reg.registry, conf.enablePropertyFilter, conf.filterSupportRetry, now, start)
 
 
 def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Summary) -> PullContext:

@@ -244,8 +244,26 @@ def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, u: Units, rows: np.
     return out
 
 
-def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | None = None) -> Decisions:
-    """Both broker layers and the client re-check on every unit: the first layer that drops a unit decides."""
+def take_units(u: Units, rows: np.ndarray) -> Units:
+    """The given rows of `u`, as Units."""
+    t = pa.array(rows)
+    return Units(u.tags_code[rows], u.tags_code_legal[rows], u.has_ext[rows], u.ext_store_time[rows],
+                 u.bitmaps[rows] if u.bitmaps.ndim == 2 else u.bitmaps, u.bitmap_length[rows], u.properties.take(t),
+                 u.tags.take(t), None if u.decode_errors is None else u.decode_errors.take(t))
+
+
+_BROKER_DROPS = np.array([_O[o.name] for o in vocab.OUTCOMES if o.layer in (vocab.CONSUME_QUEUE, vocab.COMMIT_LOG)],
+                         dtype=np.int8)
+
+
+def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | None = None,
+                 own: mf.ExpressionMessageFilter | None = None) -> Decisions:
+    """Both broker layers and the client re-check on every unit: the first layer that drops a unit decides.
+
+    `own`, for a member of a group whose broker filters with another member's subscription (`f`, the one it keeps
+    for the group): the member's own filter. The client re-checks tags against the member's own subscription
+    (MEMBER_RECHECK_DROP where only the kept one would keep the message), and a unit the broker dropped that the
+    member's own subscription delivers is FILTERED_BY_OTHER_MEMBER."""
     n = len(u)
     outcome = np.full(n, _O[vocab.DELIVERED], dtype=np.int8)
     layer = np.full(n, _L[vocab.CONSUME_QUEUE], dtype=np.int8)
@@ -257,36 +275,60 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
                                np.int8(_O[vocab.TAG_HASH_MISS]))
     rows = np.flatnonzero(cq_ok)
     errors: dict[int, str] = {}
-    if len(rows) == 0:
-        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
-    cl = commit_log_layer(f, u, rows, engine_cache)
-    bloom_hit = reason[rows] == _R["bloom_hit"]
-    layer[rows] = _L[vocab.COMMIT_LOG]
-    reason[rows] = cl.reason
-    sql_state[rows] = cl.sql_state
-    errors = {int(rows[i]): text for i, text in cl.errors.items()}
-    dropped = ~cl.matched
-    if dropped.any():
-        outcome[rows[dropped]] = _SQL_OUTCOME[cl.sql_state[dropped]]
-        bloom_fp[rows[dropped]] = bloom_hit[dropped]
-    passed = rows[cl.matched]
-    sub = f.subscription
+    d = Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
+    if len(rows):
+        cl = commit_log_layer(f, u, rows, engine_cache)
+        bloom_hit = reason[rows] == _R["bloom_hit"]
+        layer[rows] = _L[vocab.COMMIT_LOG]
+        reason[rows] = cl.reason
+        sql_state[rows] = cl.sql_state
+        errors.update({int(rows[i]): text for i, text in cl.errors.items()})
+        dropped = ~cl.matched
+        if dropped.any():
+            outcome[rows[dropped]] = _SQL_OUTCOME[cl.sql_state[dropped]]
+            bloom_fp[rows[dropped]] = bloom_hit[dropped]
+        _client_layer(d, u, rows[cl.matched], f.subscription, None if own is None else own.subscription)
+    if own is not None:
+        _wanted_by_own(d, u, own, engine_cache)
+    return d
+
+
+def _client_layer(d: Decisions, u: Units, passed: np.ndarray, sub, own_sub) -> None:
+    """The client's re-check of the units the broker passed, against the member's own subscription (`own_sub`,
+    else the pull's)."""
     if sub is None or len(passed) == 0:
-        return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
+        return
+    n = len(u)
+    check = own_sub if own_sub is not None else sub
     tags = u.tags if len(passed) == n else u.tags.take(pa.array(passed))
-    keep = client_check(tags, sub)
-    layer[passed] = _L[vocab.CLIENT]
-    if not sub.tags or sub.class_filter_mode:
-        reason[passed] = _R["client_keep_all"]
+    keep = client_check(tags, check)
+    d.layer[passed] = _L[vocab.CLIENT]
+    if not check.tags or check.class_filter_mode:
+        d.reason[passed] = _R["client_keep_all"]
     else:
         missing = np.asarray(tags.is_null(), dtype=bool)
-        reason[passed] = np.where(missing, np.int8(_R["client_no_tags"]),
-                                  np.where(keep, np.int8(_R["client_tag_match"]), np.int8(_R["client_tag_mismatch"])))
-    outcome[passed[~keep]] = _O[vocab.TAG_CLIENT_MISMATCH]
-    return Decisions(outcome, layer, reason, sql_state, errors, bloom_fp, cq_reason)
+        d.reason[passed] = np.where(missing, np.int8(_R["client_no_tags"]), np.where(
+            keep, np.int8(_R["client_tag_match"]), np.int8(_R["client_tag_mismatch"])))
+    d.outcome[passed[~keep]] = _O[vocab.TAG_CLIENT_MISMATCH]
+    if own_sub is not None and (~keep).any():
+        kept_keeps = client_check(tags, sub)
+        other = passed[~keep & kept_keeps]
+        d.reason[other] = _R["client_not_own_tag"]
+        d.outcome[other] = _O[vocab.MEMBER_RECHECK_DROP]
 
 
-_RETURNED = np.array([_O[vocab.DELIVERED], _O[vocab.TAG_CLIENT_MISMATCH]], dtype=np.int8)
+def _wanted_by_own(d: Decisions, u: Units, own: mf.ExpressionMessageFilter, engine_cache: dict | None) -> None:
+    """Units the broker dropped under the kept subscription that the member's own subscription would have
+    delivered become FILTERED_BY_OTHER_MEMBER (their layer and branch stay the broker's)."""
+    rows = np.flatnonzero(np.isin(d.outcome, _BROKER_DROPS))
+    if not len(rows):
+        return
+    mine = decide_units(own, take_units(u, rows), engine_cache)
+    d.outcome[rows[mine.outcome == _O[vocab.DELIVERED]]] = _O[vocab.FILTERED_BY_OTHER_MEMBER]
+
+
+_RETURNED = np.array([_O[vocab.DELIVERED], _O[vocab.TAG_CLIENT_MISMATCH], _O[vocab.MEMBER_RECHECK_DROP]],
+                     dtype=np.int8)
 
 
 def client_decode_layer(d: Decisions, unit_call: np.ndarray, decode_errors: pa.Array | None,

@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, Span, pull_queue
@@ -50,6 +49,8 @@ def _key(outcome, layer, reason, cq_reason, sql_state):
 def _lookup() -> np.ndarray:
     lut = np.full(_NO * _NL * _NR * _NR * 5, -1, dtype=np.int16)
     for c in CODES[1:]:
+        if c.cq_reason is None:  # NEVER_PULLED: given to a whole queue, never encoded from the engine's branches
+            continue
         key = _key(np.array([OUTCOMES.index(c.outcome)]), LAYERS.index(c.layer), _R[c.reason], _R[c.cq_reason],
                    -1 if c.sql_value is None else _SQL[c.sql_value])
         lut[key[0]] = c.code
@@ -60,7 +61,7 @@ _LUT = _lookup()
 _OUTCOME = np.array([-1] + [OUTCOMES.index(c.outcome) for c in CODES[1:]], dtype=np.int8)
 _LAYER = np.array([-1] + [LAYERS.index(c.layer) for c in CODES[1:]], dtype=np.int8)
 _REASON = np.array([-1] + [_R[c.reason] for c in CODES[1:]], dtype=np.int8)
-_CQ_REASON = np.array([-1] + [_R[c.cq_reason] for c in CODES[1:]], dtype=np.int8)
+_CQ_REASON = np.array([-1] + [-1 if c.cq_reason is None else _R[c.cq_reason] for c in CODES[1:]], dtype=np.int8)
 _SQL_STATE = np.array([-1] + [-1 if c.sql_value is None else _SQL[c.sql_value] for c in CODES[1:]], dtype=np.int8)
 _TESTED = np.array([c.bloom_tested for c in CODES], dtype=bool)
 _FP = np.array([c.bloom_false_positive for c in CODES], dtype=bool)
@@ -101,7 +102,7 @@ def _count_weights() -> tuple[np.ndarray, np.ndarray]:
     sizes = np.zeros_like(units)
     field = {name: i for i, name in enumerate(COUNT_FIELDS)}
     for c in CODES[1:]:
-        units[field["units_scanned"], c.code] = 1
+        units[field["units_scanned"], c.code] = c.code != vocab.NEVER_PULLED_CODE
         units[field[vocab.OUTCOME_COLUMNS[c.outcome]], c.code] = 1
         units[field["tag_collisions"], c.code] = c.reason == "client_tag_mismatch"
         units[field["bloom_tested"], c.code] = c.bloom_tested
@@ -158,11 +159,13 @@ def matrix_column(codes: np.ndarray) -> pa.Array:
     return fixed.cast(pa.binary())
 
 
-def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, int, int]], width: int,
+def replay_queue(filters: Sequence[tuple], width: int,
                  units: pa.Table, min_offset: int, units_per_file: int, config: PullConfig | None = None,
                  engine_cache: dict | None = None, span: Span | None = None) -> QueueOutput:
-    """Every (plan, position, filter, start offset, batch size) over one queue (`simulate.UNITS_SCHEMA` units from
-    `min_offset` on, in order), as the compact output: `width` bytes per matrix row, byte `position` the plan's.
+    """Every (plan, position, filter, start offset, batch size[, own filter]) over one queue
+    (`simulate.UNITS_SCHEMA` units from `min_offset` on, in order), as the compact output: `width` bytes per matrix
+    row, byte `position` the plan's. A filter None is a member that owns the queue but never pulls it: every unit
+    NEVER_PULLED, no pull. The own filter is a member's own (`engine.decide.decide_units`).
     With `span` the units are a run of whole consumequeue files of a longer queue (`filterlib.replay.paging.Span`): the
     pulls' `pull_index` then counts from the run's first call, and the caller numbers them over the queue."""
     base = config or PullConfig()
@@ -173,9 +176,14 @@ def replay_queue(filters: Sequence[tuple[int, int, mf.ExpressionMessageFilter, i
     cache = {} if engine_cache is None else engine_cache
     codes = np.zeros((n, width), dtype=np.uint8)
     details, pulls, out_counts = [], [], {}
-    for plan, position, f, start, batch_size in filters:
+    for plan, position, f, start, batch_size, *rest in filters:
+        if f is None:
+            codes[:, position] = vocab.NEVER_PULLED_CODE
+            out_counts[plan] = counts(codes[:, position], sizes, np.zeros(0, np.int64), np.zeros(0, np.int8), False)
+            continue
         cfg = dataclasses.replace(base, batch_size=batch_size)
-        d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache, span)
+        d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache, span,
+                              rest[0] if rest else None)
         scanned = np.flatnonzero(calls.unit_call >= 0)
         col = encode(d)
         codes[scanned, position] = col[scanned]
@@ -286,14 +294,24 @@ def decode(matrix: pa.Table, details: pa.Table, pulls: pa.Table, positions: Mapp
             "detail": pa.array(detail, pa.string()),
             "sql_value": pa.array([vocab.SQL_VALUES[s] if s >= 0 else None for s in sql.tolist()], pa.string()),
             "bloom_false_positive": pa.array(_FP[c]), "bloom_tested": pa.array(tested), "filter_bitmap": bitmaps,
-            "pull_index": pa.array(pull_index_of(qo[rows], plan_pulls), pa.int32()),
+            "pull_index": _pull_index(qo[rows], c, plan_pulls),
         }
         out.append(pa.Table.from_arrays([cols[f.name] for f in DECISIONS_SCHEMA], schema=DECISIONS_SCHEMA))
     return pa.concat_tables(out) if out else DECISIONS_SCHEMA.empty_table()
 
 
+def _pull_index(queue_offsets: np.ndarray, c: np.ndarray, pulls: pa.Table) -> pa.Array:
+    """Each decided unit's pull (null for a unit on a queue nobody pulls)."""
+    pulled = c != vocab.NEVER_PULLED_CODE
+    if pulled.all():
+        return pa.array(pull_index_of(queue_offsets, pulls), pa.int32())
+    out = np.zeros(len(c), np.int32)
+    out[pulled] = pull_index_of(queue_offsets[pulled], pulls)
+    return pa.array(out, pa.int32(), mask=~pulled)
+
+
 def _names(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
-    return pa.array([names[i] for i in codes.tolist()], pa.string())
+    return pa.array([names[i] if i >= 0 else None for i in codes.tolist()], pa.string())
 
 
 def codes_table() -> pa.Table:

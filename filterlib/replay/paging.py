@@ -24,8 +24,9 @@ from filterlib import vocabulary as vocab
 from filterlib.engine.decide import OUTCOMES, Decisions, Units, client_decode_layer, decide_units
 
 CQ_UNIT_SIZE = 20
-_CQ_DROPS = np.array([OUTCOMES.index(o.name) for o in vocab.OUTCOMES if o.layer == vocab.CONSUME_QUEUE], dtype=np.int8)
-_CL_DROPS = np.array([OUTCOMES.index(o.name) for o in vocab.OUTCOMES if o.layer == vocab.COMMIT_LOG], dtype=np.int8)
+_CQ = vocab.LAYERS.index(vocab.CONSUME_QUEUE)
+_CL = vocab.LAYERS.index(vocab.COMMIT_LOG)
+_DELIVERED = OUTCOMES.index(vocab.DELIVERED)
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 
 FOUND = 0
@@ -231,13 +232,13 @@ def replay_pulls(start: int, min_offset: int, sizes: np.ndarray, cq_pass: np.nda
 
 def pull_queue(f: mf.ExpressionMessageFilter, units: Units, sizes: np.ndarray, start: int, min_offset: int,
                units_per_file: int, config: PullConfig | None = None, engine_cache: dict | None = None,
-               span: Span | None = None) -> tuple[Decisions, Calls]:
+               span: Span | None = None, own: mf.ExpressionMessageFilter | None = None) -> tuple[Decisions, Calls]:
     """One subscription's pulls over one queue (units from `min_offset` on; with `span`, a run of whole files of
     it): every unit's verdict set-at-a-time, the calls paged from `start`, then the client's decode of each call's
-    returned messages."""
-    decisions = decide_units(f, units, engine_cache)
-    cq_pass = ~np.isin(decisions.outcome, _CQ_DROPS)
-    cl_pass = ~np.isin(decisions.outcome, _CL_DROPS)
+    returned messages. `own`: a member's own filter (`decide_units`)."""
+    decisions = decide_units(f, units, engine_cache, own)
+    cq_pass = decisions.layer != _CQ  # a unit stays at the consume-queue layer only where that layer dropped it
+    cl_pass = (decisions.layer != _CL) | (decisions.outcome == _DELIVERED)
     calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, config, span=span)
     client_decode_layer(decisions, calls.unit_call, units.decode_errors, min_offset)
     return decisions, calls

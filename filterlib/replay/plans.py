@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from filterlib import message_filter as mf
+from filterlib.members import MemberPull
 from filterlib.registry import ConsumerFilterManager
 from filterlib.subscriptions import POSTED, REGISTERED, Subscription
 from filterlib.tags import SQL92_TYPE
@@ -16,6 +17,9 @@ FROM_FILE = "subscriptions"
 FROM_REGISTRY = "consumerFilter.json"
 EARLIEST = "earliest"
 COMMITTED = "committed"
+NOT_SUBSCRIBED = "NOT_SUBSCRIBED"
+"""A member's plan for a topic it does not subscribe: the queues allocated to it are never pulled (no broker
+answer: the client never asks)."""
 
 
 @dataclass(frozen=True)
@@ -35,16 +39,41 @@ class Plan:
     remark: str | None
     cause: str | None
     filter_class: str | None
+    member: str | None = None
+    """The group member (client id) whose pulls these are; None for a group not replayed as its members."""
+    kept_by: str | None = None
+    """The member whose subscription the broker keeps for (group, topic) in this possibility."""
+    kept_type: str | None = None
+    kept_expression: str | None = None
+    queues: tuple[int, ...] | None = None
+    """The queue ids allocated to the member (None: every queue of the topic)."""
 
     @property
     def ok(self) -> bool:
         """Whether the broker reads the store for it."""
         return self.answer == mf.OK
 
+    def pulls(self, queue_id: int) -> bool:
+        """Whether this plan's member owns the queue (every plan not replayed as a member does)."""
+        return self.queues is None or queue_id in self.queues
+
     def subscription(self) -> Subscription:
-        """The subscription it was planned from."""
+        """The subscription it was planned from (a member's own)."""
         return Subscription(self.group, self.topic, self.type, self.expression, self.path, self.sub_version,
-                            self.batch_size)
+                            self.batch_size, self.member)
+
+    def broker_subscription(self) -> Subscription:
+        """The subscription the broker filters the pulls with: the kept one for a registered member whose
+        subscription the broker does not keep, else its own."""
+        if self.kept_type is None or self.path == POSTED or self.kept_by == self.member:
+            return self.subscription()
+        return Subscription(self.group, self.topic, self.kept_type, self.kept_expression or "", self.path,
+                            self.sub_version, self.batch_size, self.member)
+
+    @property
+    def filtered_by_other(self) -> bool:
+        """Whether the broker filters this member's pulls with another member's subscription."""
+        return self.broker_subscription() != self.subscription()
 
     def to_json(self) -> dict:
         """Plain data, for shipping to executors."""
@@ -116,13 +145,51 @@ def plan_all(subs: Iterable[tuple[Subscription, str]], registry: ConsumerFilterM
     return plans
 
 
+def plan_members(pulls: Iterable[MemberPull], registry: ConsumerFilterManager, enable_property_filter: bool,
+                 filter_support_retry: bool, now: int | None = None, start: int = 0) -> list[Plan]:
+    """Every member pull's plan, numbered in order from `start`: answered as the broker answers the pull it
+    filters with the kept subscription (`MemberPull.broker_subscription`), NOT_SUBSCRIBED for a member that does
+    not subscribe the topic."""
+    plans = []
+    for i, mp in enumerate(pulls, start):
+        k = mp.kept
+        head = dict(member=mp.member, kept_by=mp.kept_by, kept_type=k.type if k else None,
+                    kept_expression=k.expression if k else None, queues=mp.queues)
+        if mp.own is None:
+            queues = ", ".join(map(str, mp.queues)) or "none"
+            plans.append(Plan(i, mp.group, mp.topic, "", "", REGISTERED, None, 0, FROM_FILE, NOT_SUBSCRIBED,
+                              f"member {mp.member} does not subscribe {mp.topic}: the queues allocated to it "
+                              f"({queues}) are never pulled", None, None, **head))
+            continue
+        own = mp.own
+        a = answer(registry, mp.broker_subscription(), enable_property_filter, now)
+        cls = None
+        if a.ok:
+            cls = "ExpressionForRetryMessageFilter" if filter_support_retry else "ExpressionMessageFilter"
+        plans.append(Plan(i, mp.group, mp.topic, own.type, own.expression, own.path, own.sub_version,
+                          own.batch_size, FROM_FILE, a.answer, a.remark, a.cause, cls, **head))
+    return plans
+
+
 def build_filter(plan: Plan, registry: ConsumerFilterManager, enable_property_filter: bool,
                  filter_support_retry: bool, now: int | None = None) -> mf.ExpressionMessageFilter:
     """The filter the broker pulls an OK plan with."""
-    a = answer(registry, plan.subscription(), enable_property_filter, now)
+    a = answer(registry, plan.broker_subscription(), enable_property_filter, now)
     if not a.ok:
         raise ValueError(f"({plan.group}, {plan.topic}) is answered {a.answer}: it does not pull")
     return mf.make_filter(a.subscription, a.filter_data, registry, filter_support_retry=filter_support_retry)
+
+
+def own_filter(plan: Plan, registry: ConsumerFilterManager, filter_support_retry: bool, now: int | None = None
+               ) -> mf.ExpressionMessageFilter | None:
+    """A member's own subscription as a filter, where the broker filters its pulls with another member's: what
+    the member wants (its selector compiled as a posted one: no bitmap, the SQL92 evaluated) and the tags its
+    client re-checks against. None where the broker filters with the member's own."""
+    if not plan.filtered_by_other:
+        return None
+    a = mf.pull_answer(registry, plan.topic, plan.group, plan.expression, plan.type, plan.sub_version, posted=True,
+                       enable_property_filter=True, now=now)
+    return mf.make_filter(a.subscription, a.filter_data, registry, filter_support_retry) if a.ok else None
 
 
 def committed_offsets(consumer_offset: dict | None) -> dict[tuple[str, str, int], int]:

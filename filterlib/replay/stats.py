@@ -44,6 +44,8 @@ def stats_rows(plans: Sequence[Plan], counts: Mapping[int, Mapping[str, int]], p
         row["bloom_fp_rate"] = row["bloom_false_positives"] / negatives if negatives else None
         row["configured_fp_rate"] = error_rate_percent / 100.0
         row["subscription_position"] = positions[p.index]
+        row.update(member=p.member, kept_by=p.kept_by, kept_type=p.kept_type, kept_expression=p.kept_expression,
+                   owned_queues=None if p.queues is None else ",".join(map(str, p.queues)))
         rows.append(row)
     return rows
 
