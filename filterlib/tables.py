@@ -236,6 +236,11 @@ _SUB_TYPE = _cols(("subscription_type", STR, "the subscription's type"),
 _outcomes = ", ".join(vocab.OUTCOME_NAMES)
 _layers = ", ".join(vocab.LAYERS)
 
+_MEMBER = _cols(("member", STR, "the group member (client id) whose queue it is and whose pull scanned it; null for "
+                                "a group not replayed as its members"),
+                ("kept_by", STR, "the possibility the row belongs to: the member whose subscription the broker "
+                                 "keeps for (group, topic)"))
+
 PULL_DECISIONS = Table("pull_decisions_rows", "one row per (subscription, unit it scanned): the row form of "
                        "`pull_decisions`, `jobs.row_forms.pull_decisions()` (not stored)",
                        ("dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset"), (
@@ -260,7 +265,8 @@ PULL_DECISIONS = Table("pull_decisions_rows", "one row per (subscription, unit i
         ("bloom_false_positive", BOOL, "the bloom test passed and SQL92 then dropped the message"),
         ("bloom_tested", BOOL, "the consume-queue layer read the unit's bitmap"),
         ("bloom_bitmap", BIN, "that bitmap (only where bloom_tested)"),
-        ("pull_index", INT, "the pull of this queue that scanned the unit (0-based)")), *_SUB_TYPE))
+        ("pull_index", INT, "the pull of this queue that scanned the unit (0-based; null: NEVER_PULLED)")),
+    *_SUB_TYPE, *_MEMBER))
 
 PULLS = Table("pulls", "one row per pull",
               ("dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "pull_index"), (
@@ -282,6 +288,9 @@ DELIVERED_MESSAGES = Table("delivered_messages_rows", "one row per message a gro
         ("queue_offset", LONG, "the unit's offset"),
         ("commit_log_offset", LONG, "the message's commit log offset"),
         ("pull_index", INT, "the pull that returned it"),
+        ("member", STR, "the group member (client id) that received it; null for a group not replayed as its "
+                        "members"),
+        ("kept_by", STR, "the possibility it was received in: the member whose subscription the broker kept"),
         ("msg_id", STR, "`getMsgId()`: the UNIQ_KEY, else the offset msg id"),
         ("offset_msg_id", STR, "store host, port and commit log offset"),
         ("uniq_key", STR, "UNIQ_KEY property"),

@@ -32,7 +32,9 @@ log = logging.getLogger("row_forms")
 SCANNING = [STATUS_NAMES[FOUND], STATUS_NAMES[NO_MATCHED_MESSAGE]]
 """The statuses of the pulls that scan units."""
 SUBSCRIPTION_COLUMNS = ["dump_id", "subscription_index", "consumer_group", "topic", "subscription_type", "expression",
-                        "subscription_position"]
+                        "subscription_position", "member", "kept_by"]
+"""group_stats' columns every decision row carries (member and kept_by null in a warehouse written before
+groups were replayed as their members)."""
 
 
 PULL_DECISIONS_SQL = """\
@@ -48,11 +50,11 @@ SELECT m.dump_id, s.consumer_group, m.topic, s.subscription_index, m.queue_id, m
                                THEN c.sql_value END) AS detail,
        c.sql_value, c.bloom_false_positive, c.bloom_tested,
        CASE WHEN c.bloom_tested THEN m.bloom_bitmap END AS bloom_bitmap,
-       p.pull_index, s.subscription_type, s.expression
+       p.pull_index, s.subscription_type, s.expression, s.member, s.kept_by
 FROM m
 JOIN s ON s.topic = m.topic
 JOIN c ON c.code = CAST(conv(hex(substring(m.decisions, s.subscription_position + 1, 1)), 16, 10) AS INT)
-JOIN p ON p.subscription_index = s.subscription_index AND p.queue_id = m.queue_id
+LEFT JOIN p ON p.subscription_index = s.subscription_index AND p.queue_id = m.queue_id
       AND m.queue_offset >= p.request_offset AND m.queue_offset < p.next_begin_offset
 LEFT JOIN d ON d.subscription_index = s.subscription_index AND d.topic = m.topic AND d.queue_id = m.queue_id
            AND d.queue_offset = m.queue_offset
@@ -116,7 +118,8 @@ def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, uni
     code_rows = _read(spark, warehouse, "decision_codes", dump_id)
     if codes is not None:
         code_rows = code_rows.where(codes)
-    rows = explode(matrix, subs.select(*SUBSCRIPTION_COLUMNS), code_rows)
+    rows = explode(matrix, subs.select(*(F.col(c) if c in subs.columns else F.lit(None).cast("string").alias(c)
+                                         for c in SUBSCRIPTION_COLUMNS)), code_rows)
     if details:
         rows = rows.join(_read(spark, warehouse, "decision_details", dump_id),
                          ["dump_id", "subscription_index", "topic", "queue_id", "queue_offset"], "left")
@@ -171,7 +174,7 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
 
     decided = pull_decisions(spark, warehouse, dump_id).where(F.col("outcome") == vocab.DELIVERED).select(
         "dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
-        "pull_index")
+        "pull_index", "member", "kept_by")
     messages = _read(spark, warehouse, "messages", dump_id)
     stored = F.col("body") if "body" in messages.columns else F.lit(None).cast("binary")
     length = F.length(stored).cast("int")

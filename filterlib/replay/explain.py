@@ -120,21 +120,61 @@ def client_words(d: Row) -> str:
     return _CLIENT_WORDS.get(d["reason"], d["reason"])
 
 
+def broker_subscription(sub: Row) -> Row:
+    """The group_stats row as the broker filtered with it: for a registered member whose subscription the broker
+    does not keep, the kept one's type and expression."""
+    member, kept_by = sub.get("member"), sub.get("kept_by")
+    if member is None or kept_by in (None, member) or sub.get("path") == "posted" or sub.get("kept_type") is None:
+        return sub
+    return {**sub, "subscription_type": sub["kept_type"], "expression": sub.get("kept_expression") or ""}
+
+
+def member_words(d: Row, sub: Row) -> list[str]:
+    """Who owns the unit's queue and whose subscription the broker filtered with, for a group replayed as its
+    members (nothing for another group)."""
+    member, kept_by = sub.get("member"), sub.get("kept_by")
+    if member is None:
+        return []
+    if d["outcome"] == vocab.NEVER_PULLED:
+        return [f"  member {member} owns queue {d['queue_id']} (the group's allocation) and does not subscribe "
+                f"{d['topic']}: it never pulls the queue and no other member does; no filter layer saw the message"]
+    if kept_by is None or sub.get("path") == "posted":
+        kept = f"its own: the pull posts `{sub['expression']}`"
+    elif kept_by == member:
+        kept = "its own (the broker keeps this member's subscription)"
+    else:
+        kept = f"{kept_by}'s {sub.get('kept_type')} `{sub.get('kept_expression')}`, the one the broker keeps for the " \
+               f"group"
+    lines = [f"  member {member} owns queue {d['queue_id']}; the broker filtered its pulls with {kept}"]
+    if d["outcome"] == vocab.FILTERED_BY_OTHER_MEMBER:
+        lines.append(f"  lost to another member's subscription: {member}'s own {sub['subscription_type']} "
+                     f"`{sub['expression']}` would have delivered it ({vocab.FILTERED_BY_OTHER_MEMBER})")
+    return lines
+
+
 def explain(d: Row, sub: Row, filt: Row | None, message: Row | None, retry_filter: Row | None = None,
             version: str = sql92.DEFAULT_VERSION) -> list[str]:
     """Every layer's decision for one scanned unit, in the order the broker and client apply them (`retry_filter`:
     the original topic's filter a retry topic's unit was evaluated with, `evaluated_filter`; `version`: the release
-    the dump was replayed as, whose grammar may read the selector otherwise than 5.x)."""
+    the dump was replayed as, whose grammar may read the selector otherwise than 5.x). For a group member the
+    broker's layers read the subscription the broker kept (`broker_subscription`), the client its own."""
+    who = f", member {sub['member']}" if sub.get("member") else ""
+    if sub.get("kept_by") and sub.get("member"):
+        who += f" (if {sub['kept_by']}'s subscription is the one the broker keeps)"
+    layer = f", decided by the {d['layer']} layer" if d.get("layer") else ""
     head = (f"{d['consumer_group']} on {d['topic']} queue {d['queue_id']} offset {d['queue_offset']} "
-            f"(commit log offset {d['commit_log_offset']}): {d['outcome']}, decided by the {d['layer']} layer"
+            f"(commit log offset {d['commit_log_offset']}){who}: {d['outcome']}{layer}"
             f"{' — a bloom false positive' if d['bloom_false_positive'] else ''}")
+    if d["outcome"] == vocab.NEVER_PULLED:
+        return [head, *member_words(d, sub)]
+    b = broker_subscription(sub)
     lines = [head, f"  subscription: {sub['subscription_type']} `{sub['expression']}` ({sub['path']}, from "
-                   f"{sub['source']}); pulled by pull #{d['pull_index']} of this queue"]
-    lines.append(f"  1. consume queue: {consume_queue_words(d, sub, filt, message)}")
-    if not tags.is_tag_type(sub["subscription_type"]) and sub["expression"] is not None:
-        note = sql92.grammar_note(sub["expression"], version)
+                   f"{sub['source']}); pulled by pull #{d['pull_index']} of this queue", *member_words(d, sub)]
+    lines.append(f"  1. consume queue: {consume_queue_words(d, b, filt, message)}")
+    if not tags.is_tag_type(b["subscription_type"]) and b["expression"] is not None:
+        note = sql92.grammar_note(b["expression"], version)
         if note is not None:
             lines.append(f"  note: {note}")
-    lines.append(f"  2. commit log: {commit_log_words(d, sub, message, retry_filter, version)}")
+    lines.append(f"  2. commit log: {commit_log_words(d, b, message, retry_filter, version)}")
     lines.append(f"  3. client: {client_words(d)}")
     return lines
