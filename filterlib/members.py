@@ -243,3 +243,32 @@ def kept_words(group: MemberGroup, topic: str) -> str:
                 f"it: the queues allocated to them are never pulled, and the others' are pulled only while the " \
                 f"broker holds the topic"
     return head
+
+
+def inconsistencies(subscriptions: Iterable[tuple[str, str, str, str]]) -> tuple[list[str], list[str]]:
+    """What makes a group's members inconsistent, from (member, topic, type, expression) rows (a member's own
+    subscriptions; one row per member and topic): sentences on topics some members do not subscribe, on types and
+    tag sets that differ (the losses), and, apart, on tag order alone differing (consistent for filtering)."""
+    by_topic: dict[str, dict[str, Subscription]] = {}
+    members = set()
+    for member, topic, kind, expression in subscriptions:
+        members.add(member)
+        by_topic.setdefault(topic, {})[member] = Subscription("", topic, kind, expression)
+    losses, harmless = [], []
+    for topic, subs in by_topic.items():
+        absent = sorted(members - set(subs), key=java_order)
+        if absent:
+            losses.append(f"{', '.join(absent)} do{'es' if len(absent) == 1 else ''} not subscribe {topic}")
+        types = {m: ("TAG" if s.is_tag else s.type) for m, s in subs.items()}
+        if len(set(types.values())) > 1:
+            losses.append(f"{topic}: different types ({', '.join(f'{m} {t}' for m, t in sorted(types.items()))})")
+            continue
+        keys = {m: filtering_key(s) for m, s in subs.items()}
+        if len(set(keys.values())) > 1:
+            losses.append(f"{topic}: different {'tag sets' if next(iter(types.values())) == 'TAG' else 'expressions'}"
+                          f" ({'; '.join(f'{m} `{s.expression}`' for m, s in sorted(subs.items()))})")
+        elif len({s.expression for s in subs.values()}) > 1:
+            harmless.append(f"{topic}: the expressions differ only in tag order "
+                            f"({'; '.join(f'{m} `{s.expression}`' for m, s in sorted(subs.items()))}), which filters "
+                            f"alike")
+    return losses, harmless

@@ -27,6 +27,8 @@ from urllib.parse import urlparse
 from filterlib import brokerversion, sql92
 from filterlib import tags as tagmod
 from filterlib import vocabulary as vocab
+from filterlib.members import inconsistencies
+from filterlib.replay.plans import NOT_SUBSCRIBED
 from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main, writable_dir
 from jobs.delta_io import check_dump_id, table_path
@@ -45,7 +47,8 @@ TABLES = {"group_stats": "jobs.simulate_pull", "pull_decisions": "jobs.simulate_
 STATS_FIELDS = ["consumer_group", "topic", "subscription_index", "subscription_type", "expression", "path", "source",
                 "answer", "answer_remark", "answer_cause", "units_scanned", *(o.column for o in vocab.PIPELINE_ORDER),
                 "tag_collisions", "bloom_tested", "bloom_false_positives", "bloom_fp_rate", "configured_fp_rate",
-                "pulls", "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker"]
+                "pulls", "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker", "member", "kept_by", "kept_type",
+                "kept_expression", "owned_queues"]
 FILE_FIELDS = ["path", "kind", "file_base", "size", "records", "decoded_bytes", "blank_bytes", "zero_tail_bytes",
                "damaged_bytes", "valid_end", "end_kind", "damage_offset", "damage_global_offset", "damage_length",
                "damage_reason", "splits", "whole_file_fallback"]
@@ -217,6 +220,9 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
         .agg(F.count(F.lit(1)).alias("count"), F.min("detail").alias("example"))
         .orderBy(F.desc("count"), "error_class", "consumer_group", "topic").limit(top))
 
+    sc.setJobDescription(f"{PROG} {dump_id}: what the members of groups lost")
+    members = _members(spark, warehouse, dump_id, groups)
+
     sc.setJobDescription(f"{PROG} {dump_id}: messages per topic, consume-queue units, files, filters")
     per_topic = {r["topic"]: int(r["count"]) for r in _rows(messages.groupBy("topic").count())}
     units = table("consume_queue").count()
@@ -261,7 +267,39 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
     return {"dump_id": dump_id, "warehouse": warehouse, "broker_version": version, "grammar": grammar,
             "generated_at": generated_at or datetime.now(UTC).isoformat(timespec="seconds"),
             "totals": totals, "groups": groups, "collisions": collisions, "untagged": untagged,
-            "sql_errors": sql_errors, "files": files, "bitmap": bitmap, "outcomes": [o for o, _, _ in OUTCOMES]}
+            "sql_errors": sql_errors, "files": files, "bitmap": bitmap, "outcomes": [o for o, _, _ in OUTCOMES],
+            "members": members}
+
+
+def _members(spark: SparkSession, warehouse: str, dump_id: str, groups: list[dict]) -> list[dict[str, Any]]:
+    """Per group replayed as its members: what makes its members inconsistent (`filterlib.members.inconsistencies`),
+    its rows (one per possibility and member) and what each member lost per queue and outcome (the matrix exploded
+    only for the member rows holding a member outcome, only into those decisions)."""
+    from pyspark.sql import functions as F
+
+    mine = [g for g in groups if g.get("member") is not None]
+    if not mine:
+        return []
+    lossy = [g["subscription_index"] for g in mine
+             if any(g.get(vocab.OUTCOME_COLUMNS[o]) for o in vocab.MEMBER_OUTCOMES)]
+    per_queue = _rows(row_forms.decided(spark, warehouse, dump_id, subscriptions=F.col("subscription_index")
+                                        .isin(lossy), codes=F.col("outcome").isin(list(vocab.MEMBER_OUTCOMES)),
+                                        details=False)
+                      .groupBy("consumer_group", "topic", "kept_by", "member", "queue_id", "outcome")
+                      .agg(F.count(F.lit(1)).alias("count"))
+                      .orderBy("consumer_group", "topic", "kept_by", "member", "queue_id", "outcome")) if lossy else []
+    out = []
+    for name in dict.fromkeys(g["consumer_group"] for g in mine):
+        rows = [g for g in mine if g["consumer_group"] == name]
+        first = {}
+        for g in rows:  # a member's own subscriptions, from one possibility
+            if g["answer"] != NOT_SUBSCRIBED:
+                first.setdefault((g["member"], g["topic"]), (g["member"], g["topic"], g["subscription_type"],
+                                                             g["expression"]))
+        losses, harmless = inconsistencies(first.values())
+        out.append({"group": name, "losses": losses, "harmless": harmless, "rows": rows,
+                    "queues": [q for q in per_queue if q["consumer_group"] == name]})
+    return out
 
 
 def write_atomically(path: str, text: str) -> int:

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from filterlib import vocabulary as vocab
+from filterlib.replay.plans import NOT_SUBSCRIBED
 
 OUTCOMES: list[tuple[str, str, str]] = [(o.name, o.column, o.colour) for o in vocab.PIPELINE_ORDER]
 """The outcomes in pipeline order: name, group_stats column and colour (`filterlib.vocabulary`)."""
@@ -121,7 +122,18 @@ def _light(color: str) -> bool:
 
 
 def group_label(g: Mapping[str, Any]) -> str:
+    if g.get("member") is not None:
+        if g.get("answer") == NOT_SUBSCRIBED:
+            return f"{g['consumer_group']} {g['member']} [not subscribed; kept {g.get('kept_by')}]"
+        return f"{g['consumer_group']} {g['member']} [{g.get('subscription_type') or 'TAG'} " \
+               f"{g.get('expression') or '*'}; kept {g.get('kept_by')}]"
     return f"{g['consumer_group']} [{g.get('subscription_type') or 'TAG'} {g.get('expression') or '*'}]"
+
+
+def _shown(g: Mapping[str, Any]) -> bool:
+    """Whether a row has outcome counts to draw: the broker answered it OK, or it is a member's queues nobody
+    pulls."""
+    return g["answer"] in ("OK", NOT_SUBSCRIBED)
 
 
 def stacked_bars(title: str, rows: Sequence[tuple[str, str, Sequence[tuple[str, int, str]], dict[str, str] | None]],
@@ -209,9 +221,9 @@ def _outcomes(groups: Sequence[Mapping[str, Any]]) -> str:
         for g in gs:
             attrs = {"group": g["consumer_group"], "topic": topic, "subscription-index": g["subscription_index"],
                      "answer": g["answer"]}
-            if g["answer"] != "OK":
+            if not _shown(g):
                 attrs["note"] = f"not pulled: {g['answer']}"
-            segs = [(o, int(g.get(col) or 0), c) for o, col, c in OUTCOMES] if g["answer"] == "OK" else []
+            segs = [(o, int(g.get(col) or 0), c) for o, col, c in OUTCOMES] if _shown(g) else []
             rows.append((group_label(g), f"{g['consumer_group']} on {topic}: {g.get('subscription_type')} "
                          f"{g.get('expression')} ({g.get('path')}, {g.get('source')})", segs, attrs))
         out.append(f'<h3>Topic <code>{esc(topic)}</code></h3>')
@@ -231,7 +243,7 @@ def _outcomes(groups: Sequence[Mapping[str, Any]]) -> str:
         rows_html.append(cells)
         classes.append("" if ok else "refused")
     out.append(table(headers, rows_html, "outcome-table", classes))
-    refused = [g for g in groups if g["answer"] != "OK"]
+    refused = [g for g in groups if not _shown(g)]
     out.append('<h3 id="answers">Subscriptions that did not pull</h3>')
     if not refused:
         out.append('<p class="note">None: the broker answered every subscription OK before reading.</p>')
@@ -244,6 +256,46 @@ def _outcomes(groups: Sequence[Mapping[str, Any]]) -> str:
                            _td(f"{g.get('subscription_type')} {g.get('expression')} ({g.get('path')})"),
                            f'<td class="bad">{esc(g["answer"])}</td>', _td(g.get("answer_remark")),
                            _td(g.get("answer_cause"))] for g in refused], "answer-table"))
+    return "".join(out)
+
+
+def _members(members: Sequence[Mapping[str, Any]]) -> str:
+    """The consistency section: per group replayed as its members, what makes them inconsistent, each member's
+    outcomes in each possibility (whose subscription the broker keeps) and the member losses per queue."""
+    out = ['<h2 id="members">Groups whose members subscribe differently</h2>']
+    if not members:
+        out.append('<p class="note">No group was replayed as its members (name each subscription\'s '
+                   "<code>client_id</code> in the subscriptions file).</p>")
+        return "".join(out)
+    out.append('<p class="lead">The broker filters every push member\'s pull with the one subscription it keeps '
+               "for the group, and each client re-checks tags against its own: a member loses what another "
+               "member's subscription drops (FILTERED_BY_OTHER_MEMBER), what its own re-check drops after the "
+               "broker passed it (MEMBER_RECHECK_DROP), and a queue allocated to a member that does not subscribe "
+               "the topic is never pulled (NEVER_PULLED). Where the input does not say whose subscription the "
+               "broker keeps, each possibility is shown.</p>")
+    member_outcomes = [(o, col, c) for o, col, c in OUTCOMES]
+    for m in members:
+        gid = esc(m["group"])
+        out.append(f'<h3 class="member-group" data-group="{gid}">Group <code>{gid}</code></h3>')
+        findings = [f'<li class="loss">{esc(x)}</li>' for x in m.get("losses") or []]
+        findings += [f'<li class="harmless">{esc(x)}</li>' for x in m.get("harmless") or []]
+        out.append(f'<ul class="findings">{"".join(findings)}</ul>' if findings else
+                   '<p class="note">Its members subscribe alike.</p>')
+        rows = []
+        for g in m["rows"]:
+            attrs = {"group": g["consumer_group"], "member": g["member"], "kept-by": g.get("kept_by") or "",
+                     "topic": g["topic"]}
+            if not _shown(g):
+                attrs["note"] = f"not pulled: {g['answer']}"
+            segs = [(o, int(g.get(col) or 0), c) for o, col, c in member_outcomes] if _shown(g) else []
+            rows.append((f"{g['topic']} {g['member']} (kept {g.get('kept_by')})", group_label(g), segs, attrs))
+        out.append(stacked_bars(f"Outcomes of the members of {m['group']}", rows, css_class="members"))
+        if m.get("queues"):
+            out.append(table([("topic", False), ("if the broker keeps", False), ("member", False), ("queue", True),
+                              ("outcome", False), ("messages", True)],
+                             [[_td(q["topic"]), _td(q["kept_by"]), _td(q["member"]), _td(q["queue_id"], True),
+                               f'<td data-outcome="{esc(q["outcome"])}">{esc(q["outcome"])}</td>',
+                               _td(q["count"], True)] for q in m["queues"]], "member-loss-table"))
     return "".join(out)
 
 
@@ -434,8 +486,9 @@ def render(data: Mapping[str, Any]) -> str:
     body = [_header(data),
             '<nav><a href="#outcomes">outcomes</a> · <a href="#bloom">bloom</a> · <a href="#collisions">tag '
             'collisions</a> · <a href="#sql-errors">SQL errors</a> · <a href="#bitmap">bitmap question</a> · '
-            '<a href="#files">files</a></nav>',
-            _outcomes(groups), _bloom(groups), _collisions(data.get("collisions") or [], data.get("untagged") or []),
+            '<a href="#files">files</a> · <a href="#members">group members</a></nav>',
+            _outcomes(groups), _members(data.get("members") or []), _bloom(groups),
+            _collisions(data.get("collisions") or [], data.get("untagged") or []),
             _grammar(data.get("broker_version"), data.get("grammar") or []),
             _sql_errors(data.get("sql_errors") or []), _bitmap(data.get("bitmap") or []),
             _files(data.get("files") or []),
