@@ -32,7 +32,7 @@ from filterlib import brokerversion, tables
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.errors import StoreFormatError
-from filterlib.members import kept_words, member_pulls, split_groups, topic_queue_ids
+from filterlib.members import MessageQueue, kept_words, member_pulls, split_groups, topic_queue_ids
 from filterlib.rebuild.dispatch import registry_spec
 from filterlib.rebuild.dumpregistry import RegistryLoad
 from filterlib.registry import now_ms
@@ -137,6 +137,25 @@ class Inputs:
     broker_version: str | None = None
     version_line: str = ""
     piece_units: int = DEFAULT_PIECE_UNITS
+    cluster: tuple[str, ...] = ()
+    """The dumps of the cluster's master brokers (`--cluster`): a group replayed as its members is allocated over
+    all their queues."""
+
+
+@dataclass(frozen=True)
+class ClusterBroker:
+    """Another master broker of the dump's cluster, as its clients' route shows it: its name, its topics.json and
+    the queues its store holds."""
+
+    dump_id: str
+    name: str
+    topics: dict | None
+    found: tuple[tuple[str, int], ...]
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's queues on this broker (`filterlib.members.topic_queue_ids`)."""
+        ids = topic_queue_ids(self.topics, (q for t, q in self.found if t == topic), topic)
+        return [MessageQueue(topic, self.name, q) for q in ids]
 
 
 @dataclass
@@ -266,6 +285,12 @@ def parser() -> argparse.ArgumentParser:
                         "task each, so one long queue uses every core and a task holds one piece whatever the "
                         "queue's length (exact: a call never scans past its consumequeue file); 0 replays every "
                         "queue whole. A RocksDB queue is always replayed whole (default: %(default)s)")
+    p.add_argument("--cluster", metavar="DUMP[,DUMP...]",
+                   help="the dumps, in this warehouse, of the other master brokers of this broker's cluster (this "
+                        "one may be listed too): a group replayed as its members (client_id in the subscriptions "
+                        "file) is allocated over the queues of every listed broker, as its clients' rebalance "
+                        "does (each broker's topics.json, brokerName from the broker.conf job 1 recorded, else the "
+                        "dump id). Run job 2 once per broker with the same list. A slave's copy is refused")
     add_broker_version_arg(p, f"default: what job 1 recorded for the dump (read from the same store), else the "
                               f"release the dump's files show (brokerversion.detect), else {brokerversion.DEFAULT}")
     add_session_args(p, DEFAULTS)
@@ -296,8 +321,11 @@ def validate(args: argparse.Namespace) -> Inputs:
     version = None if args.broker_version is None else broker_version_of(args.broker_version)
     if args.piece_units < 0:
         raise InputError(f"--piece-units {args.piece_units}: give a count of units, or 0 to replay queues whole")
+    cluster = tuple(dict.fromkeys(d.strip() for d in (args.cluster or "").split(",") if d.strip()))
+    if args.cluster is not None and not cluster:
+        raise InputError("--cluster names no dump: give the dump ids of the cluster's brokers, comma-separated")
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults,
-                  candidates, refused, args.subscriptions, version, piece_units=args.piece_units)
+                  candidates, refused, args.subscriptions, version, piece_units=args.piece_units, cluster=cluster)
 
 
 def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
@@ -584,7 +612,47 @@ class Planned:
         return self.plans + self.candidates
 
 
-def _plan(inputs: Inputs, summary: Summary) -> Planned:
+def _master(store: StoreDir, dump_id: str) -> str:
+    """The broker's name; InputError where the broker.conf says it is a slave, whose queues no client's route
+    lists for pulling (its master's copy is the one to replay)."""
+    conf = store.conf
+    if conf.brokerId != 0 or conf.brokerRole.upper() == "SLAVE":
+        raise InputError(f"dump {dump_id!r} is a slave's copy (brokerId {conf.brokerId}, brokerRole "
+                         f"{conf.brokerRole}) of {conf.brokerName or 'its broker'}: replay its master's copy in "
+                         f"--cluster")
+    return conf.brokerName or dump_id
+
+
+def _cluster(spark: SparkSession, inputs: Inputs) -> list[ClusterBroker]:
+    """The other master brokers of `--cluster`, from the stores and broker.confs job 1 recorded for them."""
+    if not inputs.cluster:
+        return []
+    from pyspark.sql import functions as F
+
+    _master(inputs.store, inputs.dump_id)
+    others = [d for d in inputs.cluster if d != inputs.dump_id]
+    rows = {r.dump_id: r for r in spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
+            .where(F.col("dump_id").isin(others)).select("dump_id", "store", "broker_conf").collect()}
+    missing = [d for d in others if d not in rows]
+    if missing:
+        raise InputError(f"--cluster: {', '.join(missing)} not recorded in {table_path(inputs.warehouse, 'dumps')}; "
+                         f"run python -m jobs.build_queues on each broker's copy first")
+    out = []
+    for d in others:
+        store = open_store(rows[d].store, rows[d].broker_conf)
+        try:
+            found = tuple(store.queue_ids()) if store.queue_kind is not None else ()
+        except StoreFormatError:
+            found = ()
+        out.append(ClusterBroker(d, _master(store, d), store.config("topics"), found))
+    names = [b.name for b in out] + [inputs.store.conf.brokerName or inputs.dump_id]
+    if len(set(names)) != len(names):
+        raise InputError(f"--cluster: two dumps name the same broker ({', '.join(sorted(names))}): list one copy "
+                         f"per master broker")
+    return out
+
+
+def _plan(inputs: Inputs, summary: Summary, cluster: list[ClusterBroker] | None = None) -> Planned:
     """Subscriptions (the file's, then the registry's), their pre-read answers, and the what-if candidates; what
     the summary should say about them."""
     conf = inputs.store.conf
@@ -611,7 +679,7 @@ def _plan(inputs: Inputs, summary: Summary) -> Planned:
                              f"as its members): {', '.join(twice)}")
     now = now_ms()
     plans = plan_all(subs, reg.registry, conf.enablePropertyFilter, conf.filterSupportRetry, now)
-    plans += _member_plans(inputs, groups, topics, reg, now, len(plans), summary)
+    plans += _member_plans(inputs, groups, topics, reg, now, len(plans), summary, cluster or [])
     summary.plans = plans
     summary.refused = inputs.refused
     if not conf.enablePropertyFilter and any(not Subscription(p.group, p.topic, p.type).is_tag for p in plans):
@@ -631,16 +699,20 @@ def _plan(inputs: Inputs, summary: Summary) -> Planned:
 
 
 def _member_plans(inputs: Inputs, groups: list, topics: dict | None, reg: RegistryLoad, now: int, start: int,
-                  summary: Summary) -> list[Plan]:
+                  summary: Summary, cluster: list[ClusterBroker]) -> list[Plan]:
     """The plans of the groups replayed as their members: every (possibility, member) of each topic over the
-    queues the group's allocation gives it on this broker; the summary says whose subscription the broker keeps."""
+    queues the group's allocation (over every broker of `cluster` too) gives it on this broker; the summary says
+    whose subscription the broker keeps."""
     if not groups:
         return []
     try:
         found = inputs.store.queue_ids() if inputs.store.queue_kind is not None else []
     except StoreFormatError:
         found = []
-    broker = inputs.store.conf.brokerName or inputs.dump_id
+    broker = _master(inputs.store, inputs.dump_id) if cluster else inputs.store.conf.brokerName or inputs.dump_id
+    if cluster:
+        summary.notes.append(f"cluster: the members' queues are allocated over {broker} (this dump) and "
+                             f"{', '.join(f'{b.name} (dump {b.dump_id})' for b in cluster)}")
     pulls = []
     for g in groups:
         for topic in g.topics:
@@ -649,7 +721,7 @@ def _member_plans(inputs: Inputs, groups: list, topics: dict | None, reg: Regist
                 summary.notes.append(f"{g.name} on {topic}: no queue of the topic in topics.json or the store; "
                                      f"nothing allocated")
                 continue
-            pulls += member_pulls(g, topic, broker, ids)
+            pulls += member_pulls(g, topic, broker, ids, (q for b in cluster for q in b.queues(topic)))
             summary.notes.append(kept_words(g, topic))
     conf = inputs.store.conf
     return plan_members(pulls, reg.registry, conf.enablePropertyFilter, conf.filterSupportRetry, now, start)
@@ -789,8 +861,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
                       version_line=inputs.version_line)
     summary.notes += inputs.store.issues
     messages, body_checks = _messages(spark, inputs)
-    planned = _plan(inputs, summary)
-    topics = {p.topic for p in planned.all if p.ok}
+    planned = _plan(inputs, summary, _cluster(spark, inputs))
+    topics = {p.topic for p in planned.all if p.ok or p.answer == NOT_SUBSCRIBED}
     units = _queue_units(spark, inputs, topics, summary)
     ctx = _context(spark, inputs, planned, summary)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)

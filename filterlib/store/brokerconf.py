@@ -99,6 +99,8 @@ class BrokerFilterConf:
 
     brokerClusterName: str = "DefaultCluster"
     brokerName: str = ""
+    brokerId: int = 0
+    brokerRole: str = "ASYNC_MASTER"
     enablePropertyFilter: bool = False
     enableCalcFilterBitMap: bool = False
     enableConsumeQueueExt: bool = False
