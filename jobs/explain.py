@@ -28,7 +28,7 @@ from filterlib.store.bodies import StoredBody, read_stored
 from filterlib.store.compression import DecompressError, compression_type, decompress_body
 from filterlib.store.storedir import StoreDir
 from jobs import history, row_forms
-from jobs.cli import ROOT, InputError, add_session_args, load_defaults, run_main
+from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main
 from jobs.delta_io import check_dump_id, table_path
 from jobs.runs import read_dump
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 DEFAULTS = ROOT / "conf" / "simulate_pull.json"
 PROG = "explain"
+log = job_logger(PROG)
 MAX_MESSAGES = 20
 BODY_PREVIEW = 200
 """Characters of a body shown (its text as UTF-8, invalid bytes replaced)."""
@@ -52,6 +53,8 @@ class Inputs:
     by: str
     value: str
     defaults: dict
+    cluster: tuple[str, ...] = ()
+    """The dumps of a cluster's brokers (`--cluster`): the message is looked for on each."""
 
 
 @dataclass
@@ -78,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dump-id", "--broker", metavar="ID",
                    help="the dump, or the broker's history (default: the only one in the warehouse; required when "
                         "it holds several)")
+    p.add_argument("--cluster", metavar="DUMP[,DUMP...]",
+                   help="the dumps of a cluster's brokers (as job 2's --cluster): the message is found on whichever "
+                        "broker holds it, and each answer names the broker's dump")
     key = p.add_mutually_exclusive_group(required=True)
     key.add_argument("--msg-id", metavar="ID",
                      help="the client's msgId (MessageExt.getMsgId(): the UNIQ_KEY, else the offset msg id)")
@@ -111,7 +117,11 @@ def validate(args: argparse.Namespace) -> Inputs:
                                                                         "_delta_log")):
         raise InputError(f"{args.warehouse}: no group_stats Delta table: run python -m jobs.simulate_pull on this "
                          f"warehouse first")
-    return Inputs(args.warehouse, args.group, args.dump_id, by, value, defaults)
+    cluster = tuple(dict.fromkeys(d.strip() for d in (args.cluster or "").split(",") if d.strip()))
+    if args.cluster is not None and (not cluster or args.dump_id is not None):
+        raise InputError("--cluster takes the dump ids of the cluster's brokers, comma-separated, instead of "
+                         "--dump-id")
+    return Inputs(args.warehouse, args.group, args.dump_id, by, value, defaults, cluster)
 
 
 def _table(spark: SparkSession, inputs: Inputs, name: str, dump_id: str) -> DataFrame:
@@ -135,10 +145,29 @@ def _broker_version(spark: SparkSession, inputs: Inputs, dump_id: str) -> str:
 
 
 def answer(spark: SparkSession, inputs: Inputs) -> Answer:
-    """Look the message and the group's decisions up and put them in words."""
+    """Look the message and the group's decisions up and put them in words (on each broker of `--cluster`)."""
+    if not inputs.cluster:
+        return _answer(spark, inputs, _dump_id(spark, inputs))
+    out = Answer()
+    for dump_id in inputs.cluster:
+        try:
+            one = _answer(spark, inputs, dump_id)
+        except InputError as e:  # the group has no subscription there: it cannot hold the group's answer
+            log.info("dump %s: %s", dump_id, e)
+            continue
+        if one.outcomes:
+            out.text += [f"on the broker of dump {dump_id}:"] + ["  " + line for line in one.text]
+            out.outcomes.update(one.outcomes)
+    if not out.outcomes:
+        out.text.append(f"no message with --{inputs.by.replace('_', '-')} {inputs.value} on any broker of the "
+                        f"cluster ({', '.join(inputs.cluster)})")
+    return out
+
+
+def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
+    """One dump's answer."""
     from pyspark.sql import functions as F
 
-    dump_id = _dump_id(spark, inputs)
     out = Answer()
     subs = [r.asDict() for r in _table(spark, inputs, "group_stats", dump_id)
             .where(F.col("consumer_group") == inputs.group).collect()]
