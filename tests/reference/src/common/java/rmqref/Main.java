@@ -10,6 +10,8 @@ package rmqref;
  *   scan  IN.json OUT.json        the recovery walk (checkMessageAndReturnSize) over commitlog files, damaged or not
  *   rebuild IN.json OUT.json      times the broker's own consume-queue rebuild (DefaultMessageStore.load) of a store
  *   recover IN.json OUT.json      the broker's own recovery (normal or after a crash) of a copy of a store
+ *   group SPEC.json OUTDIR        a real name server, real brokers and real push consumers of consumer groups in one
+ *                                 JVM: what each member received, its allocation, what each broker kept per group
  *
  * The same sources (src/common) run on every release line; the line's own classes (src/rocketmq-5 or
  * src/rocketmq-4.9: StoreBroker, Subscription, Release) hold what differs. A mode a line cannot run fails with
@@ -21,7 +23,7 @@ public final class Main {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
-            System.err.println("usage: rmqref.Main eval|store|pull|bench|scan|rebuild|recover INPUT OUTPUT");
+            System.err.println("usage: rmqref.Main eval|store|pull|bench|scan|rebuild|recover|group INPUT OUTPUT");
             System.exit(2);
         }
         int rc;
@@ -58,6 +60,8 @@ public final class Main {
                 return RebuildMode.run(args[1], args[2]);
             case "recover":
                 return RecoverMode.run(args[1], args[2]);
+            case "group":
+                return GroupMode.run(args[1], args[2]);
             default:
                 System.err.println("unknown mode: " + args[0]);
                 return 2;

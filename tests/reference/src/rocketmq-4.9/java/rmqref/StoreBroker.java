@@ -11,6 +11,8 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentMap;
 import org.apache.rocketmq.broker.BrokerController;
+import org.apache.rocketmq.broker.client.ConsumerIdsChangeListener;
+import org.apache.rocketmq.broker.client.ConsumerManager;
 import org.apache.rocketmq.broker.filter.CommitLogDispatcherCalcBitMap;
 import org.apache.rocketmq.broker.filter.ConsumerFilterManager;
 import org.apache.rocketmq.broker.processor.EndTransactionProcessor;
@@ -56,34 +58,77 @@ final class StoreBroker {
     final Path root;
     private EndTransactionProcessor endTransactionProcessor;
 
-    /** Configures everything before the controller is built: ConsumerFilterManager reads the bloom (f, n) once. */
-    StoreBroker(JSONObject broker, JSONObject storeCfg, Path root) throws IOException {
-        this.root = root;
+    /**
+     * The harness's broker and store settings (a scenario's "broker" and "store" objects, harness defaults where a key
+     * is absent; see PROTOCOL.md, store) applied to fresh configs: what this class's constructor builds its dormant
+     * controller from, and what the group mode gives each broker it really starts. Settings 4.9.7 does not have are
+     * refused.
+     */
+    static void configure(JSONObject broker, JSONObject storeCfg, Path root, BrokerConfig bc, MessageStoreConfig sc,
+                          NettyServerConfig nc) {
         JSONObject b = broker == null ? new JSONObject() : broker;
         JSONObject s = storeCfg == null ? new JSONObject() : storeCfg;
         absent(b, "configManagerVersion", "v1");
         absent(s, "storeType", "default");
         absent(s, "enableCompaction", false);
         absent(s, "rocksdbCQDoubleWriteEnable", false);
-        brokerConfig.setBrokerClusterName(str(b, "clusterName", "DefaultCluster"));
-        brokerConfig.setBrokerName(str(b, "brokerName", "broker-a"));
-        brokerConfig.setBrokerIP1(str(b, "brokerIP", "127.0.0.1"));
-        brokerConfig.setEnableCalcFilterBitMap(bool(b, "enableCalcFilterBitMap", true));
-        brokerConfig.setExpectConsumerNumUseFilter(b.getIntValue("expectConsumerNumUseFilter", 32));
-        brokerConfig.setMaxErrorRateOfBloomFilter(b.getIntValue("maxErrorRateOfBloomFilter", 20));
-        brokerConfig.setEnablePropertyFilter(bool(b, "enablePropertyFilter", true));
-        brokerConfig.setFilterSupportRetry(bool(b, "filterSupportRetry", false));
-        serverConfig.setListenPort(b.getIntValue("listenPort", 10911));
+        bc.setBrokerClusterName(str(b, "clusterName", "DefaultCluster"));
+        bc.setBrokerName(str(b, "brokerName", "broker-a"));
+        bc.setBrokerIP1(str(b, "brokerIP", "127.0.0.1"));
+        bc.setEnableCalcFilterBitMap(bool(b, "enableCalcFilterBitMap", true));
+        bc.setExpectConsumerNumUseFilter(b.getIntValue("expectConsumerNumUseFilter", 32));
+        bc.setMaxErrorRateOfBloomFilter(b.getIntValue("maxErrorRateOfBloomFilter", 20));
+        bc.setEnablePropertyFilter(bool(b, "enablePropertyFilter", true));
+        bc.setFilterSupportRetry(bool(b, "filterSupportRetry", false));
+        nc.setListenPort(b.getIntValue("listenPort", 10911));
 
-        storeConfig.setStorePathRootDir(root.toString());
-        storeConfig.setMappedFileSizeCommitLog(s.getIntValue("mappedFileSizeCommitLog", 65536));
-        storeConfig.setMappedFileSizeConsumeQueue(s.getIntValue("mappedFileSizeConsumeQueue", 200));
-        storeConfig.setMappedFileSizeConsumeQueueExt(s.getIntValue("mappedFileSizeConsumeQueueExt", 1024));
-        storeConfig.setMessageIndexEnable(bool(s, "messageIndexEnable", false));
-        storeConfig.setEnableMultiDispatch(bool(s, "enableMultiDispatch", false));
-        storeConfig.setEnableLmq(bool(s, "enableLmq", false));
-        storeConfig.setEnableConsumeQueueExt(bool(b, "enableConsumeQueueExt", true));
-        storeConfig.setHaListenPort(0);
+        sc.setStorePathRootDir(root.toString());
+        sc.setMappedFileSizeCommitLog(s.getIntValue("mappedFileSizeCommitLog", 65536));
+        sc.setMappedFileSizeConsumeQueue(s.getIntValue("mappedFileSizeConsumeQueue", 200));
+        sc.setMappedFileSizeConsumeQueueExt(s.getIntValue("mappedFileSizeConsumeQueueExt", 1024));
+        sc.setMessageIndexEnable(bool(s, "messageIndexEnable", false));
+        sc.setEnableMultiDispatch(bool(s, "enableMultiDispatch", false));
+        sc.setEnableLmq(bool(s, "enableLmq", false));
+        sc.setEnableConsumeQueueExt(bool(b, "enableConsumeQueueExt", true));
+        sc.setHaListenPort(0);
+    }
+
+    /**
+     * What a broker the group mode really starts needs on top of {@link #configure}: nothing on 4.9.7 (it has no
+     * timer wheel, and its NettyServerConfig no bind address: its remoting servers listen on every address).
+     */
+    static void configureLive(BrokerConfig bc, MessageStoreConfig sc, NettyServerConfig nc) {
+    }
+
+    /** 4.9.7's NettyServerConfig has no bind address: the name server listens on every address. */
+    static void loopback(NettyServerConfig nc) {
+    }
+
+    /**
+     * Calls `watcher` with the group of every ConsumerManager event. 4.9.7's manager has ONE listener (a private
+     * final field, no list to append to): it is replaced by one that calls the broker's own first, then the watcher.
+     * REGISTER comes after each heartbeat's updateSubscription, so the watcher sees every state a group's
+     * subscription table takes.
+     */
+    static void watchConsumerGroups(BrokerController controller, java.util.function.Consumer<String> watcher) {
+        ConsumerManager mgr = controller.getConsumerManager();
+        try {
+            java.lang.reflect.Field f = ConsumerManager.class.getDeclaredField("consumerIdsChangeListener");
+            f.setAccessible(true);
+            ConsumerIdsChangeListener inner = (ConsumerIdsChangeListener) f.get(mgr);
+            f.set(mgr, (ConsumerIdsChangeListener) (event, group, args) -> {
+                inner.handle(event, group, args);
+                watcher.accept(group);
+            });
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot watch 4.9.7's ConsumerManager", e);
+        }
+    }
+
+    /** Configures everything before the controller is built: ConsumerFilterManager reads the bloom (f, n) once. */
+    StoreBroker(JSONObject broker, JSONObject storeCfg, Path root) throws IOException {
+        this.root = root;
+        configure(broker, storeCfg, root, brokerConfig, storeConfig, serverConfig);
 
         controller = new BrokerController(brokerConfig, serverConfig, new NettyClientConfig(), storeConfig);
         store = new DefaultMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig);

@@ -10,6 +10,8 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentMap;
 import org.apache.rocketmq.broker.BrokerController;
+import org.apache.rocketmq.broker.client.ConsumerGroupEvent;
+import org.apache.rocketmq.broker.client.ConsumerIdsChangeListener;
 import org.apache.rocketmq.broker.filter.CommitLogDispatcherCalcBitMap;
 import org.apache.rocketmq.broker.filter.ConsumerFilterManager;
 import org.apache.rocketmq.broker.processor.EndTransactionProcessor;
@@ -49,33 +51,81 @@ final class StoreBroker {
     final DefaultMessageStore store;
     final Path root;
 
+    /**
+     * The harness's broker and store settings (a scenario's "broker" and "store" objects, harness defaults where a key
+     * is absent; see PROTOCOL.md, store) applied to fresh configs: what this class's constructor builds its dormant
+     * controller from, and what the group mode gives each broker it really starts.
+     */
+    static void configure(JSONObject broker, JSONObject storeCfg, Path root, BrokerConfig bc, MessageStoreConfig sc,
+                          NettyServerConfig nc) {
+        JSONObject b = broker == null ? new JSONObject() : broker;
+        JSONObject s = storeCfg == null ? new JSONObject() : storeCfg;
+        bc.setBrokerClusterName(str(b, "clusterName", "DefaultCluster"));
+        bc.setBrokerName(str(b, "brokerName", "broker-a"));
+        bc.setBrokerIP1(str(b, "brokerIP", "127.0.0.1"));
+        bc.setEnableCalcFilterBitMap(bool(b, "enableCalcFilterBitMap", true));
+        bc.setExpectConsumerNumUseFilter(b.getIntValue("expectConsumerNumUseFilter", 32));
+        bc.setMaxErrorRateOfBloomFilter(b.getIntValue("maxErrorRateOfBloomFilter", 20));
+        bc.setEnablePropertyFilter(bool(b, "enablePropertyFilter", true));
+        bc.setFilterSupportRetry(bool(b, "filterSupportRetry", false));
+        nc.setListenPort(b.getIntValue("listenPort", 10911));
+        bc.setConfigManagerVersion(str(b, "configManagerVersion", bc.getConfigManagerVersion()));
+
+        sc.setStorePathRootDir(root.toString());
+        sc.setMappedFileSizeCommitLog(s.getIntValue("mappedFileSizeCommitLog", 65536));
+        sc.setMappedFileSizeConsumeQueue(s.getIntValue("mappedFileSizeConsumeQueue", 200));
+        sc.setMappedFileSizeConsumeQueueExt(s.getIntValue("mappedFileSizeConsumeQueueExt", 1024));
+        sc.setMessageIndexEnable(bool(s, "messageIndexEnable", false));
+        sc.setEnableCompaction(bool(s, "enableCompaction", false));
+        sc.setEnableMultiDispatch(bool(s, "enableMultiDispatch", false));
+        sc.setEnableLmq(bool(s, "enableLmq", false));
+        sc.setEnableConsumeQueueExt(bool(b, "enableConsumeQueueExt", true));
+        sc.setHaListenPort(0);
+        sc.setStoreType(str(s, "storeType", sc.getStoreType()));
+        if (!sc.isEnableRocksDBStore()) {
+            // File queues plus RocksDB queues in the same consumequeue/ directory (read by the store's constructor,
+            // or by 5.3.3's BrokerController.initializeMessageStore): see the constructor.
+            sc.setRocksdbCQDoubleWriteEnable(bool(s, "rocksdbCQDoubleWriteEnable", false));
+        }
+    }
+
+    /**
+     * What a broker the group mode really starts (BrokerController.initialize() and start()) needs on top of
+     * {@link #configure}: 5.x's timer wheel off (its timerwheel/timerlog files are tens of MB; no mode uses timer
+     * messages) and every remoting server bound to the loopback address only.
+     */
+    static void configureLive(BrokerConfig bc, MessageStoreConfig sc, NettyServerConfig nc) {
+        sc.setTimerWheelEnable(false);
+        nc.setBindAddress("127.0.0.1");
+    }
+
+    /** The name server's remoting server bound to the loopback address only (5.x; 4.9.7 binds every address). */
+    static void loopback(NettyServerConfig nc) {
+        nc.setBindAddress("127.0.0.1");
+    }
+
+    /**
+     * Calls `watcher` with the group of every ConsumerManager event (5.x: a listener appended to the manager's list,
+     * so it runs after the broker's own). REGISTER comes after each heartbeat's updateSubscription, so the watcher
+     * sees every state a group's subscription table takes.
+     */
+    static void watchConsumerGroups(BrokerController controller, java.util.function.Consumer<String> watcher) {
+        controller.getConsumerManager().appendConsumerIdsChangeListener(new ConsumerIdsChangeListener() {
+            @Override
+            public void handle(ConsumerGroupEvent event, String group, Object... args) {
+                watcher.accept(group);
+            }
+
+            @Override
+            public void shutdown() {
+            }
+        });
+    }
+
     /** Configures everything before the controller is built: ConsumerFilterManager reads the bloom (f, n) once. */
     StoreBroker(JSONObject broker, JSONObject storeCfg, Path root) throws IOException {
         this.root = root;
-        JSONObject b = broker == null ? new JSONObject() : broker;
-        JSONObject s = storeCfg == null ? new JSONObject() : storeCfg;
-        brokerConfig.setBrokerClusterName(str(b, "clusterName", "DefaultCluster"));
-        brokerConfig.setBrokerName(str(b, "brokerName", "broker-a"));
-        brokerConfig.setBrokerIP1(str(b, "brokerIP", "127.0.0.1"));
-        brokerConfig.setEnableCalcFilterBitMap(bool(b, "enableCalcFilterBitMap", true));
-        brokerConfig.setExpectConsumerNumUseFilter(b.getIntValue("expectConsumerNumUseFilter", 32));
-        brokerConfig.setMaxErrorRateOfBloomFilter(b.getIntValue("maxErrorRateOfBloomFilter", 20));
-        brokerConfig.setEnablePropertyFilter(bool(b, "enablePropertyFilter", true));
-        brokerConfig.setFilterSupportRetry(bool(b, "filterSupportRetry", false));
-        serverConfig.setListenPort(b.getIntValue("listenPort", 10911));
-        brokerConfig.setConfigManagerVersion(str(b, "configManagerVersion", brokerConfig.getConfigManagerVersion()));
-
-        storeConfig.setStorePathRootDir(root.toString());
-        storeConfig.setMappedFileSizeCommitLog(s.getIntValue("mappedFileSizeCommitLog", 65536));
-        storeConfig.setMappedFileSizeConsumeQueue(s.getIntValue("mappedFileSizeConsumeQueue", 200));
-        storeConfig.setMappedFileSizeConsumeQueueExt(s.getIntValue("mappedFileSizeConsumeQueueExt", 1024));
-        storeConfig.setMessageIndexEnable(bool(s, "messageIndexEnable", false));
-        storeConfig.setEnableCompaction(bool(s, "enableCompaction", false));
-        storeConfig.setEnableMultiDispatch(bool(s, "enableMultiDispatch", false));
-        storeConfig.setEnableLmq(bool(s, "enableLmq", false));
-        storeConfig.setEnableConsumeQueueExt(bool(b, "enableConsumeQueueExt", true));
-        storeConfig.setHaListenPort(0);
-        storeConfig.setStoreType(str(s, "storeType", storeConfig.getStoreType()));
+        configure(broker, storeCfg, root, brokerConfig, storeConfig, serverConfig);
 
         controller = new BrokerController(brokerConfig, serverConfig, new NettyClientConfig(), storeConfig);
         if (configV2()) {
@@ -98,10 +148,10 @@ final class StoreBroker {
             store = new RocksDBMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
                 controller.getTopicConfigManager().getTopicConfigTable());
         } else {
-            // File queues plus RocksDB queues in the same consumequeue/ directory: 5.5.1's DefaultMessageStore
-            // constructor builds a CombineConsumeQueueStore from the setting; 5.3.3's initializeMessageStore calls
-            // enableRocksdbCQWrite() on the built store (found by reflection: 5.5.1 has no such method).
-            storeConfig.setRocksdbCQDoubleWriteEnable(bool(s, "rocksdbCQDoubleWriteEnable", false));
+            // File queues plus RocksDB queues in the same consumequeue/ directory (set by configure): 5.5.1's
+            // DefaultMessageStore constructor builds a CombineConsumeQueueStore from the setting; 5.3.3's
+            // initializeMessageStore calls enableRocksdbCQWrite() on the built store (found by reflection: 5.5.1 has
+            // no such method).
             store = new DefaultMessageStore(storeConfig, controller.getBrokerStatsManager(), null, brokerConfig,
                 controller.getTopicConfigManager().getTopicConfigTable());
             if (storeConfig.isRocksdbCQDoubleWriteEnable()) {
