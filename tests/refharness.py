@@ -37,6 +37,10 @@ EXTRA_JAVA_OPTS = {
 }
 
 
+# modes whose output is a directory (OUTDIR, `out/` in the cached run) rather than one OUT.json (`output.json`)
+OUTDIR_MODES = ("store", "group")
+
+
 class HarnessError(RuntimeError):
     """The reference harness failed to build or to run; the message carries its output."""
 
@@ -104,7 +108,7 @@ def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False, ver
         out_dir.mkdir(parents=True)
         in_path = out_dir / "input.json"
         in_path.write_text(json.dumps(payload, ensure_ascii=True))
-        output = out_dir / ("out" if mode == "store" else "output.json")
+        output = out_dir / ("out" if mode in OUTDIR_MODES else "output.json")
         proc = subprocess.run([*java, mode, str(in_path), str(output)], capture_output=True, text=True,
                               timeout=timeout)
         (out_dir / "stderr.txt").write_text(proc.stderr)
@@ -125,6 +129,18 @@ def write_store(scenario: dict, version: str = DEFAULT_VERSION) -> Path:
     """Write a real store directory for a scenario (PROTOCOL.md, store) with one release's broker; return the
     harness output directory."""
     return run("store", scenario, version=version) / "out"
+
+
+def run_group(spec: dict, version: str = DEFAULT_VERSION) -> dict:
+    """Run consumer groups for real (PROTOCOL.md, group): a name server, brokers and push consumers of one release in
+    one JVM. Returns OUTDIR/group.json parsed, every broker's `store` made an absolute path (a string). The run takes
+    wall time (~30 s for a few members; brokers take ~10 s to shut down), so its answer is cached like every mode's:
+    by the spec and the harness sources, never by what the run itself produced."""
+    out = run("group", spec, version=version) / "out"
+    result = json.loads((out / "group.json").read_text(encoding="utf-8"))
+    for broker in result["brokers"].values():
+        broker["store"] = str(out / broker["store"])
+    return result
 
 
 def store_digest(root: str | Path) -> str:
