@@ -708,3 +708,68 @@ def demo_scenario(seed: int = 2026, n_orders: int = 720, n_payments: int = 240) 
                     {"topic": DEMO_PAYMENTS, "group": "refund-tracker", "queueId": 0, "offset": 100},
                     {"topic": DEMO_PAYMENTS, "group": "refund-tracker", "queueId": 1, "offset": 90}],
     }
+
+
+def group_scenario(seed: int = 27, n_t1: int = 64, n_t2: int = 16) -> dict:
+    """The harness's `group` mode input (real name server, broker and push consumers): groups whose members
+    subscribe differently — different tags, tag order swapped, TAG beside SQL92, a topic only one member
+    subscribes, three members allocated by circle — over T1 (4 queues) and T2 (2 queues); tags TagA / TagB /
+    TagC / none, property `a` 0..3."""
+    rng = random.Random(seed)
+    messages = []
+    for topic, n, queues in (("T1", n_t1, 4), ("T2", n_t2, 2)):
+        for i in range(n):
+            m = {"topic": topic, "broker": "broker-a", "queue": i % queues, "keys": f"{topic}-{i}",
+                 "properties": {"a": str(rng.randrange(4))}, "body": f"{topic} message {i}"}
+            tag = rng.choice(["TagA", "TagB", "TagC", None])
+            if tag is not None:
+                m["tags"] = tag
+            messages.append(m)
+
+    def member(group: str, name: str, *subs: tuple) -> dict:
+        return {"client_id": f"127.0.0.1@{group.lower()}-{name}",
+                "subscriptions": [{"topic": t, "type": kind, "expression": e} for t, kind, e in subs]}
+
+    groups = [
+        {"group": "G_TAGS", "members": [member("G_TAGS", "m1", ("T1", "TAG", "TagA || TagB")),
+                                        member("G_TAGS", "m2", ("T1", "TAG", "TagB || TagC"))]},
+        {"group": "G_ORDER", "members": [member("G_ORDER", "m1", ("T1", "TAG", "TagA || TagB")),
+                                         member("G_ORDER", "m2", ("T1", "TAG", "TagB || TagA"))]},
+        {"group": "G_MIXED", "members": [member("G_MIXED", "m1", ("T1", "SQL92", "a > 1")),
+                                         member("G_MIXED", "m2", ("T1", "TAG", "TagA"))]},
+        {"group": "G_TOPICS", "members": [member("G_TOPICS", "m1", ("T1", "TAG", "TagA"), ("T2", "TAG", "*")),
+                                          member("G_TOPICS", "m2", ("T1", "TAG", "TagA"))]},
+        {"group": "G_CIRCLE", "allocate": "AVG_BY_CIRCLE",
+         "members": [member("G_CIRCLE", "m1", ("T1", "TAG", "*")), member("G_CIRCLE", "m2", ("T1", "TAG", "TagC")),
+                     member("G_CIRCLE", "m3", ("T1", "TAG", "TagA || TagB"))]},
+    ]
+    return {"brokers": ["broker-a"], "broker_config": {"enablePropertyFilter": True},
+            "topics": [{"name": "T1", "queues": 4}, {"name": "T2", "queues": 2}], "groups": groups,
+            "messages": messages}
+
+
+def cluster_group_scenario(seed: int = 28, n_messages: int = 72) -> dict:
+    """The `group` mode over two brokers of one cluster: T1 has 3 queues on each of broker-a and broker-b, and two
+    groups (four members allocated averagely, three by circle) whose members subscribe differently pull from both."""
+    rng = random.Random(seed)
+    messages = []
+    for i in range(n_messages):
+        m = {"topic": "T1", "broker": rng.choice(["broker-a", "broker-b"]), "queue": rng.randrange(3),
+             "keys": f"C-{i}", "properties": {"a": str(rng.randrange(4))}, "body": f"cluster message {i}"}
+        tag = rng.choice(["TagA", "TagB", "TagC", "TagD"])
+        m["tags"] = tag
+        messages.append(m)
+
+    def member(group: str, name: str, expression: str, kind: str = "TAG") -> dict:
+        return {"client_id": f"127.0.0.1@{group.lower()}-{name}",
+                "subscriptions": [{"topic": "T1", "type": kind, "expression": expression}]}
+
+    groups = [
+        {"group": "C_AVG", "members": [member("C_AVG", "m1", "TagA || TagB"), member("C_AVG", "m2", "TagC"),
+                                       member("C_AVG", "m3", "a > 1", "SQL92"), member("C_AVG", "m4", "*")]},
+        {"group": "C_CIRCLE", "allocate": "AVG_BY_CIRCLE",
+         "members": [member("C_CIRCLE", "m1", "TagD"), member("C_CIRCLE", "m2", "TagA || TagD"),
+                     member("C_CIRCLE", "m3", "TagB")]},
+    ]
+    return {"brokers": ["broker-a", "broker-b"], "broker_config": {"enablePropertyFilter": True},
+            "topics": [{"name": "T1", "queues": 3}], "groups": groups, "messages": messages}

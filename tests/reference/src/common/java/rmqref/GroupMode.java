@@ -96,11 +96,33 @@ final class GroupMode {
         final Path root;
         int port;
         BrokerController controller;
+        BrokerConfig brokerConfig;
+        MessageStoreConfig storeConfig;
 
         Broker(String name, Path root) {
             this.name = name;
             this.root = root;
         }
+    }
+
+    /** The broker's settings a replay of its store needs, as broker.conf keys (their names in the config classes). */
+    private static JSONObject brokerConf(Broker b) {
+        BrokerConfig bc = b.brokerConfig;
+        MessageStoreConfig sc = b.storeConfig;
+        JSONObject c = new JSONObject();
+        c.put("brokerClusterName", bc.getBrokerClusterName());
+        c.put("brokerName", bc.getBrokerName());
+        c.put("brokerId", bc.getBrokerId());
+        c.put("enablePropertyFilter", bc.isEnablePropertyFilter());
+        c.put("enableCalcFilterBitMap", bc.isEnableCalcFilterBitMap());
+        c.put("expectConsumerNumUseFilter", bc.getExpectConsumerNumUseFilter());
+        c.put("maxErrorRateOfBloomFilter", bc.getMaxErrorRateOfBloomFilter());
+        c.put("filterSupportRetry", bc.isFilterSupportRetry());
+        c.put("enableConsumeQueueExt", sc.isEnableConsumeQueueExt());
+        c.put("mappedFileSizeCommitLog", sc.getMappedFileSizeCommitLog());
+        c.put("mappedFileSizeConsumeQueue", sc.getMappedFileSizeConsumeQueue());
+        c.put("mappedFileSizeConsumeQueueExt", sc.getMappedFileSizeConsumeQueueExt());
+        return c;
     }
 
     private static final class Sub {
@@ -366,6 +388,7 @@ final class GroupMode {
         for (Broker b : brokers.values()) {
             JSONObject o = new JSONObject();
             o.put("store", outDir.relativize(b.root).toString());
+            o.put("config", brokerConf(b));
             bs.put(b.name, o);
         }
         out.put("brokers", bs);
@@ -431,6 +454,8 @@ final class GroupMode {
             NettyServerConfig nc = new NettyServerConfig();
             StoreBroker.configure(brokerSettings, brokerSettings, b.root, bc, sc, nc);
             StoreBroker.configureLive(bc, sc, nc);
+            b.brokerConfig = bc;
+            b.storeConfig = sc;
             bc.setBrokerClusterName("DefaultCluster");
             bc.setBrokerName(b.name);
             bc.setBrokerId(MixAll.MASTER_ID);
