@@ -64,10 +64,12 @@ if not isinstance(SPARK_CONF, dict):
     raise ValueError(f"knob spark_conf must be a JSON object of Spark settings, got {SPARK_CONF!r}")
 BROKERS: list[str] = json.loads(knob("brokers", "[]"))
 COPY_STORE = knob("copy_store", "/data/rocketmq/copies/{broker}/{ds_nodash}")
+CLUSTER: list[str] = json.loads(knob("cluster", "[]"))
 NAME_PATTERN = r"^[A-Za-z0-9._:@+\-]+$"
-if not isinstance(BROKERS, list) or not all(isinstance(b, str) and re.match(NAME_PATTERN, b) for b in BROKERS):
-    raise ValueError(f"knob brokers must be a JSON list of broker names (letters, digits and . _ : @ + -), "
-                     f"got {BROKERS!r}")
+for _name, _value in (("brokers", BROKERS), ("cluster", CLUSTER)):
+    if not isinstance(_value, list) or not all(isinstance(b, str) and re.match(NAME_PATTERN, b) for b in _value):
+        raise ValueError(f"knob {_name} must be a JSON list of broker names (letters, digits and . _ : @ + -), "
+                         f"got {_value!r}")
 
 # ----- templates ----------------------------------------------------------------------------------------------------
 DUMP_ID = "{{ params.dump_id or ds_nodash }}"
@@ -195,6 +197,7 @@ Airflow Variable `{VARIABLE}` (e.g. `{{"conn_id": "spark_yarn", "home": "/opt/re
 | `broker_conf`, `subscriptions` | empty | defaults of those params |
 | `brokers` | `[]` | JSON list of broker names: one history DAG `{DAG_ID}__<broker>` each (docs/history.md) |
 | `copy_store` | `/data/rocketmq/copies/{{broker}}/{{ds_nodash}}` | where a history DAG finds the day's copy |
+| `cluster` | `[]` | JSON list of a cluster's master brokers: one DAG `{DAG_ID}__cluster`, appends then `--cluster` |
 
 In client mode the driver runs on the Airflow worker, where the archive is not unpacked: set `driver_python`.
 An empty `py_files`, `archive`, `pyspark_python` or `packages` leaves that option out (a cluster that has the
@@ -245,14 +248,24 @@ the history (a wiped store, another broker's copy) fails in one sentence, and th
 """
 
 
+def _safe(name: str) -> str:
+    """A broker name as it may appear in a DAG or task id."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
 def broker_dag_id(broker: str) -> str:
     """The DAG id of a broker's history DAG."""
-    return f"{DAG_ID}__{re.sub(r'[^A-Za-z0-9._-]', '_', broker)}"
+    return f"{DAG_ID}__{_safe(broker)}"
+
+
+def _copy_of(broker: str) -> str:
+    """The day's copy of one broker: param `store` with {broker} and {ds_nodash} replaced."""
+    return "{{ params.store | replace('{broker}', '" + broker + "') | replace('{ds_nodash}', ds_nodash) }}"
 
 
 def _broker_dag(broker: str) -> DAG:
     """One broker's history DAG: the day's copy appended by job 1 (--broker), then job 2 over the history."""
-    store = ("{{ params.store | replace('{broker}', '" + broker + "') | replace('{ds_nodash}', ds_nodash) }}")
+    store = _copy_of(broker)
     with DAG(
         dag_id=broker_dag_id(broker),
         description=f"Append broker {broker}'s store copies to its history: build_queues --broker, then simulate_pull",
@@ -279,3 +292,48 @@ def _broker_dag(broker: str) -> DAG:
 
 for _broker in BROKERS:
     globals()[broker_dag_id(_broker)] = _broker_dag(_broker)
+
+
+CLUSTER_DOC_MD = """
+### RocketMQ filter replay: one cluster's brokers
+
+Each run appends every master broker's store copy of its logical date to that broker's history, in parallel
+(**build_queues__&lt;broker&gt;**, `--broker`, as a history DAG does), then replays each broker
+(**simulate_pull__&lt;broker&gt;**, `--queues rebuilt`) with every broker's queues (`--cluster`): a group whose
+subscriptions name their members is allocated over all of them, as its clients' rebalance does
+(docs/simulate_pull.md). Catch-up is on, one run at a time, and a day's appends wait for the day before's.
+
+**Run params**: as in the history DAGs. **Knobs**: `cluster`, a JSON list of the cluster's master brokers;
+`copy_store`, where each broker's day's copy is.
+"""
+
+
+def _cluster_dag(brokers: list[str]) -> DAG:
+    """A cluster's DAG: every broker's copy appended in parallel, then every broker replayed with --cluster."""
+    with DAG(
+        dag_id=f"{DAG_ID}__cluster",
+        description=f"Append and replay the brokers of one cluster ({', '.join(brokers)}) with --cluster",
+        schedule=SCHEDULE,
+        start_date=pendulum.parse(START_DATE, tz="UTC"),
+        catchup=True,
+        max_active_runs=1,
+        doc_md=CLUSTER_DOC_MD,
+        tags=["rocketmq", "spark", "delta", "history", "cluster"],
+        params={
+            "store": Param(COPY_STORE, type="string", minLength=1,
+                           description="each broker's day's store copy; {broker} and {ds_nodash} are replaced"),
+            **_shared_params("rebuilt", "the histories' queues are job 1's rebuild"),
+        },
+    ) as cluster_dag:
+        appends = [_submit(f"build_queues__{_safe(b)}", "build_queues.py", _common_args(_copy_of(b), ("--broker", b)),
+                           f"{b}-{{{{ ds_nodash }}}}", depends_on_past=True) for b in brokers]
+        for b in brokers:
+            replay = _submit(f"simulate_pull__{_safe(b)}", "simulate_pull.py",
+                             _common_args(_copy_of(b), ("--dump-id", b)) + JOB2_ARGS + ["--cluster", ",".join(brokers)],
+                             f"{b}-{{{{ ds_nodash }}}}")
+            appends >> replay
+    return cluster_dag
+
+
+if CLUSTER:
+    cluster_dag = _cluster_dag(CLUSTER)

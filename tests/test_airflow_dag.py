@@ -300,6 +300,25 @@ def test_one_history_dag_per_broker_appends_its_copies_in_order(airflow_python, 
             assert f"`{knob}`" in dag["doc_md"]
 
 
+def test_a_cluster_dag_appends_every_broker_then_replays_each_with_the_others_queues(airflow_python, tmp_path):
+    out = _check(airflow_python, tmp_path, {"RMQ_REPLAY_CLUSTER": '["broker-a", "b:1"]'})
+    assert out["import_errors"] == {}
+    dag = out["dags"][f"{DAG_ID}__cluster"]
+    assert (dag["catchup"], dag["max_active_runs"]) == (True, 1)
+    builds, replays = ["build_queues__broker-a", "build_queues__b_1"], ["simulate_pull__broker-a", "simulate_pull__b_1"]
+    assert sorted(dag["tasks"]) == sorted(builds + replays)
+    for r in replays:  # each replay waits for every broker's append: the allocation reads every broker's queues
+        assert dag["tasks"][r]["upstream"] == sorted(builds)
+    for b in builds:
+        assert dag["tasks"][b]["depends_on_past"] is True and dag["tasks"][b]["upstream"] == []
+    for broker, safe in (("broker-a", "broker-a"), ("b:1", "b_1")):
+        common = ["--store", f"/data/rocketmq/copies/{broker}/20260304", "--warehouse", "/data/rocketmq/warehouse"]
+        assert _args(dag, "defaults", f"build_queues__{safe}") == [*common, "--broker", broker]
+        assert _args(dag, "defaults", f"simulate_pull__{safe}") == [*common, "--dump-id", broker, "--queues",
+                                                                     "rebuilt", "--cluster", "broker-a,b:1"]
+    assert "`cluster`" in out["dags"][DAG_ID]["doc_md"]
+
+
 def test_a_broker_name_unfit_for_the_tables_is_an_import_error(airflow_python, tmp_path):
     out = _check(airflow_python, tmp_path, {"RMQ_REPLAY_BROKERS": '["a/b"]'})
     (error,) = out["import_errors"].values()
