@@ -294,3 +294,18 @@ def test_explain_finds_a_message_on_whichever_broker_of_the_cluster_holds_it(spa
     out = capsys.readouterr().out
     assert f"on the broker of dump {cluster['dumps']['broker-b']}:" in out
     assert "DELIVERED" in out and "member 127.0.0.1@c_avg-" in out
+
+
+def test_a_slaves_copy_in_a_cluster_is_refused_in_words(spark, cluster, tmp_path, capsys):
+    broker = cluster["real"]["brokers"]["broker-a"]
+    conf = tmp_path / "slave.conf"
+    conf.write_text("".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n"
+                            for k, v in {**broker["config"], "brokerId": 1, "brokerRole": "SLAVE"}.items()))
+    before = rows(spark, cluster["warehouse"], "group_stats", cluster["dumps"]["broker-a"], ["subscription_index"])
+    assert simulate_pull.main(["--store", broker["store"], "--warehouse", cluster["warehouse"], "--dump-id",
+                               cluster["dumps"]["broker-a"], "--broker-conf", str(conf), "--cluster",
+                               ",".join(cluster["dumps"].values())], spark=spark) == 2
+    err = capsys.readouterr().err
+    assert "is a slave's copy (brokerId 1, brokerRole SLAVE) of broker-a: replay its master's copy" in err
+    assert rows(spark, cluster["warehouse"], "group_stats", cluster["dumps"]["broker-a"],
+                ["subscription_index"]) == before
