@@ -263,24 +263,30 @@ def _copy_of(broker: str) -> str:
     return "{{ params.store | replace('{broker}', '" + broker + "') | replace('{ds_nodash}', ds_nodash) }}"
 
 
-def _broker_dag(broker: str) -> DAG:
-    """One broker's history DAG: the day's copy appended by job 1 (--broker), then job 2 over the history."""
-    store = _copy_of(broker)
-    with DAG(
-        dag_id=broker_dag_id(broker),
-        description=f"Append broker {broker}'s store copies to its history: build_queues --broker, then simulate_pull",
+def _history_dag(dag_id: str, description: str, doc_md: str, tags: list[str]) -> DAG:
+    """A DAG appending store copies day after day: catch-up on, one run at a time, param `store` the copy."""
+    return DAG(
+        dag_id=dag_id,
+        description=description,
         schedule=SCHEDULE,
         start_date=pendulum.parse(START_DATE, tz="UTC"),
         catchup=True,
         max_active_runs=1,
-        doc_md=BROKER_DOC_MD,
-        tags=["rocketmq", "spark", "delta", "history"],
+        doc_md=doc_md,
+        tags=["rocketmq", "spark", "delta", *tags],
         params={
             "store": Param(COPY_STORE, type="string", minLength=1,
-                           description="the day's store copy; {broker} and {ds_nodash} are replaced"),
+                           description="the day's store copy (of each broker); {broker} and {ds_nodash} are replaced"),
             **_shared_params("rebuilt", "the history's queues are job 1's rebuild"),
         },
-    ) as broker_dag:
+    )
+
+
+def _broker_dag(broker: str) -> DAG:
+    """One broker's history DAG: the day's copy appended by job 1 (--broker), then job 2 over the history."""
+    store = _copy_of(broker)
+    with _history_dag(broker_dag_id(broker), f"Append broker {broker}'s store copies to its history: build_queues "
+                      f"--broker, then simulate_pull", BROKER_DOC_MD, ["history"]    ) as broker_dag:
         label = f"{broker}-{{{{ ds_nodash }}}}"
         append = _submit("build_queues", "build_queues.py", _common_args(store, ("--broker", broker)), label,
                          depends_on_past=True)
@@ -310,21 +316,8 @@ subscriptions name their members is allocated over all of them, as its clients' 
 
 def _cluster_dag(brokers: list[str]) -> DAG:
     """A cluster's DAG: every broker's copy appended in parallel, then every broker replayed with --cluster."""
-    with DAG(
-        dag_id=f"{DAG_ID}__cluster",
-        description=f"Append and replay the brokers of one cluster ({', '.join(brokers)}) with --cluster",
-        schedule=SCHEDULE,
-        start_date=pendulum.parse(START_DATE, tz="UTC"),
-        catchup=True,
-        max_active_runs=1,
-        doc_md=CLUSTER_DOC_MD,
-        tags=["rocketmq", "spark", "delta", "history", "cluster"],
-        params={
-            "store": Param(COPY_STORE, type="string", minLength=1,
-                           description="each broker's day's store copy; {broker} and {ds_nodash} are replaced"),
-            **_shared_params("rebuilt", "the histories' queues are job 1's rebuild"),
-        },
-    ) as cluster_dag:
+    with _history_dag(f"{DAG_ID}__cluster", f"Append and replay the brokers of one cluster ({', '.join(brokers)}) "
+                      f"with --cluster", CLUSTER_DOC_MD, ["history", "cluster"]    ) as cluster_dag:
         appends = [_submit(f"build_queues__{_safe(b)}", "build_queues.py", _common_args(_copy_of(b), ("--broker", b)),
                            f"{b}-{{{{ ds_nodash }}}}", depends_on_past=True) for b in brokers]
         for b in brokers:
