@@ -286,7 +286,7 @@ def _broker_dag(broker: str) -> DAG:
     """One broker's history DAG: the day's copy appended by job 1 (--broker), then job 2 over the history."""
     store = _copy_of(broker)
     with _history_dag(broker_dag_id(broker), f"Append broker {broker}'s store copies to its history: build_queues "
-                      f"--broker, then simulate_pull", BROKER_DOC_MD, ["history"]    ) as broker_dag:
+                      f"--broker, then simulate_pull", BROKER_DOC_MD, ["history"]) as broker_dag:
         label = f"{broker}-{{{{ ds_nodash }}}}"
         append = _submit("build_queues", "build_queues.py", _common_args(store, ("--broker", broker)), label,
                          depends_on_past=True)
@@ -317,7 +317,7 @@ subscriptions name their members is allocated over all of them, as its clients' 
 def _cluster_dag(brokers: list[str]) -> DAG:
     """A cluster's DAG: every broker's copy appended in parallel, then every broker replayed with --cluster."""
     with _history_dag(f"{DAG_ID}__cluster", f"Append and replay the brokers of one cluster ({', '.join(brokers)}) "
-                      f"with --cluster", CLUSTER_DOC_MD, ["history", "cluster"]    ) as cluster_dag:
+                      f"with --cluster", CLUSTER_DOC_MD, ["history", "cluster"]) as cluster_dag:
         appends = [_submit(f"build_queues__{_safe(b)}", "build_queues.py", _common_args(_copy_of(b), ("--broker", b)),
                            f"{b}-{{{{ ds_nodash }}}}", depends_on_past=True) for b in brokers]
         for b in brokers:
