@@ -198,6 +198,28 @@ def test_the_report_shows_each_groups_member_losses_in_a_real_browser(spark, rep
     assert sum(lost.values()) > 0
 
 
+WORDS = {vocab.FILTERED_BY_OTHER_MEMBER: "lost to another member's subscription",
+         vocab.MEMBER_RECHECK_DROP: "is not among this member's own subscribed tags",
+         vocab.NEVER_PULLED: "does not subscribe T2: it never pulls the queue and no other member does"}
+
+
+def test_explain_says_each_member_loss_in_words(spark, replayed, capsys):
+    """For one unit of each member outcome: explain names the member that owns the queue, whose subscription the
+    broker filtered with, and the loss in words."""
+    index = {s["subscription_index"]: s for s in replayed["stats"]}
+    for outcome, words in WORDS.items():
+        d = next(d for d in replayed["decisions"] if d["outcome"] == outcome)
+        s = index[d["subscription_index"]]
+        assert explain.main(["--warehouse", replayed["warehouse"], "--dump-id", "group", "--group",
+                             s["consumer_group"], "--queue", f"{d['topic']}:{d['queue_id']}:{d['queue_offset']}"],
+                            spark=spark) == 0
+        out = capsys.readouterr().out
+        block = next(b for b in out.split("\n  " + s["consumer_group"] + " on ")[1:]
+                     if f"member {s['member']} (if {s['kept_by']}'s" in b.splitlines()[0])
+        assert f": {outcome}" in block.splitlines()[0] and words in block, block
+        assert f"member {s['member']} owns queue {d['queue_id']}" in block
+
+
 def test_without_sub_versions_each_possibility_is_replayed_side_by_side_and_the_real_one_is_among_them(
         spark, run, replayed):
     """Run last: job 2 again over the same dump, the members' sub_versions left out. Which member's subscription the
