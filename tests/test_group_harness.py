@@ -1,7 +1,8 @@
 """The reference harness's `group` mode is real: a name server, a broker and push consumers of two consumer groups in
-one JVM, whose output holds together as a harness answer. Only the harness's own invariants are checked here (every
-message listed once, allocations disjoint, members receive only from queues they hold, the store is there); what
-each member should have received is the replay's business, compared elsewhere against this truth."""
+one JVM (`SPEC`), and one group whose members are the three client kinds, push, push_posted and lite_pull
+(`KIND_SPEC`), whose output holds together as a harness answer. Only the harness's own invariants are checked here
+(every message listed once, allocations disjoint, members receive only from queues they hold, the store is there);
+what each member should have received is the replay's business, compared elsewhere against this truth."""
 
 from __future__ import annotations
 
@@ -150,3 +151,96 @@ def test_the_store_is_there(result):
     for name in ("topics.json", "subscriptionGroup.json", "consumerOffset.json", "consumerFilter.json"):
         assert (store / "config" / name).is_file()
     assert sorted(p.name for p in store.parent.parent.parent.iterdir()) == ["brokers", "group.json", "logs"]
+
+
+# ---- one group of the three client kinds --------------------------------------------------------------------------
+
+KIND_QUEUES = 4
+
+
+def _kind_messages() -> list[dict]:
+    """40 messages round-robin over T1's 4 queues; queue q's j-th message is TAGS[(j + q) % 3], so every queue sees
+    every tag and the queues end on different tags."""
+    return [{"topic": "T1", "broker": "broker-a", "queue": i % KIND_QUEUES,
+             "tags": TAGS[(i // KIND_QUEUES + i % KIND_QUEUES) % 3], "keys": f"k{i}", "body": f"message {i}"}
+            for i in range(40)]
+
+
+# One group of every kind on one topic, each member with its own tags. Members start in the listed order; their ids
+# sort k1 < k2@STREAM < k3 < k4, so when the lite pull member (sorted second) joins last, AVG moves k1 from queues 0, 1
+# to 0 and leaves k3 and k4 where they were: k1's is the last subVersion a push member sets before the sends.
+KIND_SPEC = {
+    "brokers": ["broker-a"],
+    "broker_config": {"enablePropertyFilter": True},
+    "topics": [{"name": "T1", "queues": KIND_QUEUES}],
+    "groups": [
+        {"group": "GK", "allocate": "AVG", "members": [
+            {"client_id": "127.0.0.1@k1", "consumer": "push",
+             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagA"}]},
+            {"client_id": "127.0.0.1@k3", "consumer": "push_posted",
+             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagB"}]},
+            {"client_id": "127.0.0.1@k4", "consumer": "push",
+             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagC"}]},
+            {"client_id": "127.0.0.1@k2@STREAM", "consumer": "lite_pull",
+             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagA || TagC"}]}]},
+    ],
+    "messages": _kind_messages(),
+}
+
+
+@pytest.fixture(scope="module")
+def kinds_result() -> dict:
+    return refharness.run_group(KIND_SPEC)
+
+
+def test_kinds_every_message_sent_is_listed_once(kinds_result):
+    sent = kinds_result["messages"]
+    assert [m["index"] for m in sent] == list(range(len(KIND_SPEC["messages"])))
+    assert [_queue(m) for m in sent] == [(m["broker"], m["topic"], m["queue"]) for m in KIND_SPEC["messages"]]
+    assert len({m["commit_log_offset"] for m in sent}) == len(sent)
+    assert len({m["msg_id"] for m in sent}) == len(sent)
+
+
+def test_kinds_every_member_is_listed_with_its_kind(kinds_result):
+    (spec,) = KIND_SPEC["groups"]
+    group = _group(kinds_result, "GK")
+    assert group["consumer_ids"] == {"broker-a": sorted(m["client_id"] for m in spec["members"])}
+    assert [(m["client_id"], m["consumer"]) for m in group["members"]] == \
+        [(m["client_id"], m["consumer"]) for m in spec["members"]]
+    for member, asked in zip(group["members"], spec["members"], strict=True):
+        (sub,) = member["subscriptions"]
+        (want,) = asked["subscriptions"]
+        assert (sub["topic"], sub["type"], sub["expression"]) == (want["topic"], want["type"], want["expression"])
+        assert isinstance(sub["sub_version"], int)
+
+
+def test_kinds_allocations_are_disjoint_and_cover_the_topic(kinds_result):
+    group = _group(kinds_result, "GK")
+    held = Counter(_queue(q) for m in group["members"] for q in m["allocation"])
+    assert set(held) == {("broker-a", "T1", q) for q in range(KIND_QUEUES)}
+    assert all(n == 1 for n in held.values()), held
+    assert all(m["allocation"] for m in group["members"])
+    assert group["unassigned"] == []
+
+
+def test_kinds_members_receive_only_sent_messages_of_queues_they_hold(kinds_result):
+    sent = {m["commit_log_offset"]: m for m in kinds_result["messages"]}
+    for member in _group(kinds_result, "GK")["members"]:
+        held = {_queue(q) for q in member["allocation"]}
+        for r in member["received"]:
+            assert _queue(r) in held, (member["client_id"], r)
+            m = sent[r["commit_log_offset"]]
+            assert (_queue(m), m["queue_offset"], m["msg_id"]) == (_queue(r), r["queue_offset"], r["msg_id"])
+            assert r["tags"] == KIND_SPEC["messages"][m["index"]]["tags"]
+
+
+def test_kinds_the_drain_waited_for_every_member(kinds_result):
+    """What the run waits for before it records offsets: a push member's offset at its queue's end; a lite pull
+    member pulled to the end (`pull_offset`) and committed what it polled, which is never past the end."""
+    for member in _group(kinds_result, "GK")["members"]:
+        assert {_queue(q) for q in member["offsets"]} == {_queue(q) for q in member["allocation"]}
+        for q in member["offsets"]:
+            if member["consumer"] == "lite_pull":
+                assert q["pull_offset"] == q["max_offset"] and q["offset"] <= q["max_offset"], (member["client_id"], q)
+            else:
+                assert "pull_offset" not in q and q["offset"] == q["max_offset"], (member["client_id"], q)

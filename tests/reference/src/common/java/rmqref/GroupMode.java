@@ -5,6 +5,7 @@ import com.alibaba.fastjson2.JSONArray;
 import com.alibaba.fastjson2.JSONObject;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.lang.reflect.Field;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
@@ -27,14 +28,20 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.broker.BrokerController;
 import org.apache.rocketmq.broker.client.ConsumerGroupInfo;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
+import org.apache.rocketmq.client.consumer.store.OffsetStore;
 import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
+import org.apache.rocketmq.client.impl.consumer.AssignedMessageQueue;
+import org.apache.rocketmq.client.impl.consumer.DefaultLitePullConsumerImpl;
 import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
+import org.apache.rocketmq.client.impl.consumer.RebalanceImpl;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -57,9 +64,10 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
 
 /**
  * `group` mode: a real name server, real brokers (BrokerController.initialize() and start(), remoting and all) and
- * real DefaultMQPushConsumer members of one or more consumer groups, in one JVM. What each member's listener really
- * received, the allocation its own rebalance made and the SubscriptionData each broker kept for its group are the
- * output (OUTDIR/group.json; see PROTOCOL.md, group).
+ * real consumer members of one or more consumer groups, in one JVM: each member a DefaultMQPushConsumer (posting its
+ * subscription with its pulls or not) or a DefaultLitePullConsumer polled by a thread of its own. What each member
+ * really received, the allocation its own rebalance made and the SubscriptionData each broker kept for its group are
+ * the output (OUTDIR/group.json; see PROTOCOL.md, group).
  *
  * Classes whose package differs between release lines (SubscriptionData, TopicRouteData, QueueData) are never named
  * here: their values are held in {@code var}s, so this file compiles against 4.9.7 and 5.x alike.
@@ -80,6 +88,21 @@ final class GroupMode {
     private static final int POLL_NAME_SERVER_INTERVAL_MS = 1000;
     private static final String REBALANCE_WAIT_INTERVAL_MS = "1000";
     private static final long PULL_DELAY_WHEN_EXCEPTION_MS = 1000;
+    /** A lite pull member: its poll thread's poll(timeout), and the shortest auto-commit interval the client takes. */
+    private static final long LITE_POLL_TIMEOUT_MS = 100;
+    private static final long LITE_AUTO_COMMIT_INTERVAL_MS = 1000;
+    private static final long LITE_POLLER_JOIN_MS = 10_000;
+
+    /** The member kinds (PROTOCOL.md, group: "consumer"). */
+    private static final String PUSH = "push";
+    private static final String PUSH_POSTED = "push_posted";
+    private static final String LITE_PULL = "lite_pull";
+    private static final Set<String> KINDS = Set.of(PUSH, PUSH_POSTED, LITE_PULL);
+    /**
+     * What ClientConfig.buildMQClientId appends when enableStreamRequestType is set, as every DefaultLitePullConsumer
+     * constructor sets it: a lite pull member's client id is clientIP@instanceName@STREAM.
+     */
+    private static final String STREAM_SUFFIX = "@STREAM";
 
     /**
      * The keys of StoreMode's "broker" and "store" objects that broker_config may carry (cluster, names, address and
@@ -142,20 +165,46 @@ final class GroupMode {
         final String clientId;
         final String clientIp;
         final String instanceName;
+        /** "push", "push_posted" or "lite_pull". */
+        final String kind;
         final List<Sub> subs = new ArrayList<>();
         final ConcurrentLinkedQueue<JSONObject> received = new ConcurrentLinkedQueue<>();
         final AtomicLong count = new AtomicLong();
-        DefaultMQPushConsumer consumer;
+        /** A push or push_posted member's consumer. */
+        DefaultMQPushConsumer push;
+        /** A lite_pull member's consumer, its impl (no public getter: read by reflection) and its poll thread. */
+        DefaultLitePullConsumer lite;
+        DefaultLitePullConsumerImpl liteImpl;
+        Thread poller;
+        volatile boolean stopPolling;
+        volatile Throwable pollFailure;
 
-        Member(Group group, String clientId) {
+        Member(Group group, String clientId, String kind) {
             this.group = group;
             this.clientId = clientId;
-            int at = clientId.indexOf('@');
-            if (at <= 0 || at == clientId.length() - 1) {
+            this.kind = kind;
+            if (!KINDS.contains(kind)) {
+                throw new IllegalArgumentException("consumer must be one of " + new TreeSet<>(KINDS) + ": " + kind);
+            }
+            if (clientId == null) {
+                throw new IllegalArgumentException("client_id is required");
+            }
+            String base = clientId;
+            if (LITE_PULL.equals(kind)) {
+                if (!clientId.endsWith(STREAM_SUFFIX)) {
+                    throw new IllegalArgumentException("a lite_pull member's client_id must be <clientIP>@<instanceName>"
+                        + STREAM_SUFFIX + " (DefaultLitePullConsumer sets enableStreamRequestType): " + clientId);
+                }
+                base = clientId.substring(0, clientId.length() - STREAM_SUFFIX.length());
+            } else if (clientId.endsWith(STREAM_SUFFIX)) {
+                throw new IllegalArgumentException("only a lite_pull member's client_id ends with " + STREAM_SUFFIX + ": " + clientId);
+            }
+            int at = base.indexOf('@');
+            if (at <= 0 || at == base.length() - 1) {
                 throw new IllegalArgumentException("client_id must be <clientIP>@<instanceName>: " + clientId);
             }
-            this.clientIp = clientId.substring(0, at);
-            this.instanceName = clientId.substring(at + 1);
+            this.clientIp = base.substring(0, at);
+            this.instanceName = base.substring(at + 1);
         }
 
         Set<String> topics() {
@@ -165,6 +214,51 @@ final class GroupMode {
             }
             return t;
         }
+
+        boolean isLite() {
+            return LITE_PULL.equals(kind);
+        }
+
+        /** Whether its pulls carry its own subscription (the broker filters them with it, not with the kept one). */
+        boolean postsSubscription() {
+            return !PUSH.equals(kind);
+        }
+
+        RebalanceImpl rebalance() {
+            return isLite() ? (RebalanceImpl) field(liteImpl, "rebalanceImpl") : push.getDefaultMQPushConsumerImpl().getRebalanceImpl();
+        }
+
+        OffsetStore offsetStore() {
+            return isLite() ? liteImpl.getOffsetStore() : push.getDefaultMQPushConsumerImpl().getOffsetStore();
+        }
+
+        MQClientInstance clientInstance() {
+            return isLite() ? (MQClientInstance) field(liteImpl, "mQClientFactory") : push.getDefaultMQPushConsumerImpl().getmQClientFactory();
+        }
+
+        /** The consumer's own persistConsumerOffset (MQConsumerInner): its offset store's persistAll of its queues. */
+        void persistOffsets() {
+            if (isLite()) {
+                liteImpl.persistConsumerOffset();
+            } else {
+                push.getDefaultMQPushConsumerImpl().persistConsumerOffset();
+            }
+        }
+    }
+
+    private static Object field(Object o, String name) {
+        for (Class<?> c = o.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                Field f = c.getDeclaredField(name);
+                f.setAccessible(true);
+                return f.get(o);
+            } catch (NoSuchFieldException e) {
+                // the superclass may declare it
+            } catch (IllegalAccessException e) {
+                throw new IllegalStateException("cannot read " + name + " of " + o.getClass().getName(), e);
+            }
+        }
+        throw new IllegalStateException(o.getClass().getName() + " has no field " + name);
     }
 
     private static final class Group {
@@ -275,7 +369,7 @@ final class GroupMode {
             Set<String> ids = new HashSet<>();
             for (int j = 0; j < ms.size(); j++) {
                 JSONObject m = ms.getJSONObject(j);
-                Member member = new Member(group, m.getString("client_id"));
+                Member member = new Member(group, m.getString("client_id"), StoreBroker.str(m, "consumer", PUSH));
                 if (!ids.add(member.clientId)) {
                     throw new IllegalArgumentException("client_id twice in group " + group.name + ": " + member.clientId);
                 }
@@ -560,6 +654,19 @@ final class GroupMode {
     // ---- consumers --------------------------------------------------------------------------------------------
 
     private void startMember(Member m) throws Exception {
+        if (m.isLite()) {
+            startLitePull(m);
+        } else {
+            startPush(m);
+        }
+        String actual = m.clientInstance().getClientId();
+        if (!m.clientId.equals(actual)) {
+            throw new IllegalStateException("member " + m.clientId + " got client id " + actual);
+        }
+        log("started " + m.group.name + " " + m.clientId + " (" + m.kind + ")");
+    }
+
+    private void startPush(Member m) throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(m.group.name);
         c.setNamesrvAddr(namesrvAddr);
         c.setClientIP(m.clientIp);
@@ -571,7 +678,9 @@ final class GroupMode {
         }
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.setAllocateMessageQueueStrategy(m.group.strategy());
-        c.setPostSubscriptionWhenPull(false);
+        // push_posted: each pull carries the member's own expression (PullSysFlag's subscription bit), and the broker
+        // filters it with that instead of the group's kept subscription.
+        c.setPostSubscriptionWhenPull(PUSH_POSTED.equals(m.kind));
         c.setHeartbeatBrokerInterval(HEARTBEAT_BROKER_INTERVAL_MS);
         c.setPollNameServerInterval(POLL_NAME_SERVER_INTERVAL_MS);
         c.setPullTimeDelayMillsWhenException(PULL_DELAY_WHEN_EXCEPTION_MS);
@@ -586,35 +695,91 @@ final class GroupMode {
         }
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt msg : msgs) {
-                JSONObject row = new JSONObject();
-                row.put("broker", ctx.getMessageQueue().getBrokerName());
-                row.put("topic", msg.getTopic());
-                row.put("queue", msg.getQueueId());
-                row.put("queue_offset", msg.getQueueOffset());
-                row.put("commit_log_offset", msg.getCommitLogOffset());
-                row.put("tags", msg.getTags());
-                row.put("msg_id", msg instanceof MessageClientExt ? ((MessageClientExt) msg).getOffsetMsgId() : msg.getMsgId());
-                m.received.add(row);
-                m.count.incrementAndGet();
+                record(m, ctx.getMessageQueue().getBrokerName(), msg);
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
+        m.push = c;
         c.start();
-        m.consumer = c;
-        String actual = c.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
-        if (!m.clientId.equals(actual)) {
-            throw new IllegalStateException("member " + m.clientId + " got client id " + actual);
-        }
-        log("started " + m.group.name + " " + m.clientId);
     }
 
-    /** The member's allocation of one topic (or of every non-retry topic): its RebalanceImpl's live process queues. */
+    /**
+     * A DefaultLitePullConsumer that subscribes (never assigns): CLUSTERING, the group's strategy, first offset,
+     * auto-commit every second (the client's minimum), and a thread of its own polling it until shutdown, recording
+     * what each poll returns as the push listener records a delivery.
+     */
+    private void startLitePull(Member m) throws Exception {
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(m.group.name);
+        c.setNamesrvAddr(namesrvAddr);
+        c.setClientIP(m.clientIp);
+        c.setInstanceName(m.instanceName);
+        c.setVipChannelEnabled(false);
+        if (!"CLUSTERING".equals(c.getMessageModel().name())) {
+            throw new IllegalStateException("a lite pull consumer's default message model is " + c.getMessageModel());
+        }
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setAllocateMessageQueueStrategy(m.group.strategy());
+        c.setAutoCommit(true);
+        c.setAutoCommitIntervalMillis(LITE_AUTO_COMMIT_INTERVAL_MS);
+        c.setPollTimeoutMillis(LITE_POLL_TIMEOUT_MS);
+        c.setHeartbeatBrokerInterval(HEARTBEAT_BROKER_INTERVAL_MS);
+        c.setPollNameServerInterval(POLL_NAME_SERVER_INTERVAL_MS);
+        // (its impl reads pullTimeDelayMillsWhenException once, in its constructor: the ClientConfig default, 1000 ms,
+        // which is PULL_DELAY_WHEN_EXCEPTION_MS already)
+        for (Sub s : m.subs) {
+            if ("SQL92".equals(s.type)) {
+                c.subscribe(s.topic, MessageSelector.bySql(s.expression));
+            } else {
+                c.subscribe(s.topic, s.expression);
+            }
+        }
+        m.lite = c;
+        m.liteImpl = (DefaultLitePullConsumerImpl) field(c, "defaultLitePullConsumerImpl");
+        c.start();
+        Thread t = new Thread(() -> {
+            while (!m.stopPolling) {
+                try {
+                    for (MessageExt msg : c.poll(LITE_POLL_TIMEOUT_MS)) {
+                        // PullAPIWrapper.processPullResult set the pulled queue's broker name on each message
+                        record(m, msg.getBrokerName(), msg);
+                    }
+                } catch (Throwable e) {
+                    if (!m.stopPolling) {
+                        m.pollFailure = e;
+                        log("poll of " + m.group.name + " " + m.clientId + " failed: " + e);
+                    }
+                    return;
+                }
+            }
+        }, "rmqref-poll-" + m.group.name + "-" + m.instanceName);
+        t.setDaemon(true);
+        m.poller = t;
+        t.start();
+    }
+
+    /** One row per message a member's listener got or its poll returned (thread-safe). */
+    private static void record(Member m, String brokerName, MessageExt msg) {
+        JSONObject row = new JSONObject();
+        row.put("broker", brokerName);
+        row.put("topic", msg.getTopic());
+        row.put("queue", msg.getQueueId());
+        row.put("queue_offset", msg.getQueueOffset());
+        row.put("commit_log_offset", msg.getCommitLogOffset());
+        row.put("tags", msg.getTags());
+        row.put("msg_id", msg instanceof MessageClientExt ? ((MessageClientExt) msg).getOffsetMsgId() : msg.getMsgId());
+        m.received.add(row);
+        m.count.incrementAndGet();
+    }
+
+    /**
+     * The member's allocation of one topic (or of every non-retry topic). A push member: its RebalanceImpl's live
+     * process queues. A lite pull member: the queues its consumer pulls (AssignedMessageQueue, which its
+     * MessageQueueListener updates right after the rebalance changed the process queue table).
+     */
     private static List<MessageQueue> allocation(Member m, String topic) {
         List<MessageQueue> out = new ArrayList<>();
-        Map<MessageQueue, ProcessQueue> table = m.consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable();
-        for (Map.Entry<MessageQueue, ProcessQueue> e : table.entrySet()) {
-            MessageQueue mq = e.getKey();
-            if (e.getValue().isDropped() || mq.getTopic().startsWith(MixAll.RETRY_GROUP_TOPIC_PREFIX)) {
+        for (MessageQueue mq : m.isLite() ? m.liteImpl.getAssignedMessageQueue().getAssignedMessageQueues() : liveQueues(m)) {
+            if (mq.getTopic().startsWith(MixAll.RETRY_GROUP_TOPIC_PREFIX)) {
                 continue;
             }
             if (topic == null || topic.equals(mq.getTopic())) {
@@ -622,6 +787,18 @@ final class GroupMode {
             }
         }
         out.sort(QUEUE_ORDER);
+        return out;
+    }
+
+    /** The member's RebalanceImpl's process queues not dropped. */
+    private static Set<MessageQueue> liveQueues(Member m) {
+        Set<MessageQueue> out = new HashSet<>();
+        Map<MessageQueue, ProcessQueue> table = m.rebalance().getProcessQueueTable();
+        for (Map.Entry<MessageQueue, ProcessQueue> e : table.entrySet()) {
+            if (!e.getValue().isDropped()) {
+                out.add(e.getKey());
+            }
+        }
         return out;
     }
 
@@ -684,6 +861,11 @@ final class GroupMode {
                     List<MessageQueue> actual = allocation(m, topic);
                     if (!actual.equals(expected)) {
                         return g.name + " " + m.clientId + " holds " + actual + " of " + topic + ", its strategy gives " + expected;
+                    }
+                    if (m.isLite() && !new HashSet<>(actual).equals(liveQueues(m).stream()
+                            .filter(q -> q.getTopic().equals(topic)).collect(java.util.stream.Collectors.toSet()))) {
+                        return g.name + " " + m.clientId + " pulls " + actual + " of " + topic + ", its rebalance holds "
+                            + liveQueues(m);
                     }
                     covered.computeIfAbsent(topic, k -> new HashSet<>()).addAll(actual);
                     subscribers.merge(topic, 1, Integer::sum);
@@ -833,8 +1015,9 @@ final class GroupMode {
     private JSONObject memberJson(Member m) throws Exception {
         JSONObject o = new JSONObject();
         o.put("client_id", m.clientId);
+        o.put("consumer", m.kind);
         JSONArray subs = new JSONArray();
-        var inner = m.consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getSubscriptionInner();
+        var inner = m.rebalance().getSubscriptionInner();
         for (String topic : m.topics()) {
             var sd = inner.get(topic);
             JSONObject s = new JSONObject();
@@ -853,8 +1036,11 @@ final class GroupMode {
         JSONArray offsets = new JSONArray();
         for (MessageQueue mq : allocation(m, null)) {
             JSONObject q = queueJson(mq);
-            q.put("offset", m.consumer.getDefaultMQPushConsumerImpl().getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY));
+            q.put("offset", m.offsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY));
             q.put("max_offset", broker(mq.getBrokerName()).controller.getMessageStore().getMaxOffsetInQueue(mq.getTopic(), mq.getQueueId()));
+            if (m.isLite()) {
+                q.put("pull_offset", m.liteImpl.getAssignedMessageQueue().getPullOffset(mq));
+            }
             offsets.add(q);
         }
         o.put("offsets", offsets);
@@ -919,22 +1105,49 @@ final class GroupMode {
     }
 
     /**
-     * Each member's in-memory offset of each queue it holds of a topic every member of its group subscribes, against
-     * the broker's max offset. A topic only some members subscribe is not waited for: each heartbeat of a member
-     * without it removes it from the group's subscription table (ConsumerGroupInfo.updateSubscription), so pulls of
-     * it fail with SUBSCRIPTION_NOT_EXIST whenever one lands after such a heartbeat, possibly every time.
+     * Each member's progress in each queue it holds of a topic every member of its group subscribes (or of every topic
+     * it subscribes, for a member whose pulls carry its own subscription), against the broker's max offset. A push
+     * member's in-memory offset must equal it (an empty pull moves it there, correctTagsOffset). A lite pull member's
+     * pull offset must equal it, every message it pulled must have been polled (the process queue empty) and its
+     * offset store must hold what poll() consumed (the auto-commit done): its consumed offset only moves past
+     * messages poll() returned, so messages the filters skipped at a queue's tail are never committed.
+     * A topic only some members subscribe is not waited for a member pulling with the kept subscription: each
+     * heartbeat of a member without it removes it from the group's subscription table
+     * (ConsumerGroupInfo.updateSubscription), so pulls of it fail with SUBSCRIPTION_NOT_EXIST whenever one lands
+     * after such a heartbeat, possibly every time.
      */
     private String drainProblem() throws Exception {
         for (Member m : started) {
+            if (m.pollFailure != null) {
+                throw new IllegalStateException(m.group.name + " " + m.clientId + " poll failed: " + m.pollFailure, m.pollFailure);
+            }
             for (String topic : m.topics()) {
-                if (!m.group.everyMemberSubscribes(topic)) {
+                if (!m.group.everyMemberSubscribes(topic) && !m.postsSubscription()) {
                     continue;
                 }
                 for (MessageQueue mq : allocation(m, topic)) {
-                    long offset = m.consumer.getDefaultMQPushConsumerImpl().getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
+                    long offset = m.offsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
                     long max = broker(mq.getBrokerName()).controller.getMessageStore().getMaxOffsetInQueue(topic, mq.getQueueId());
-                    if (offset != max) {
-                        return m.group.name + " " + m.clientId + " at " + offset + " of " + max + " in " + mq;
+                    String at = m.group.name + " " + m.clientId + " (" + m.kind + ") ";
+                    if (!m.isLite()) {
+                        if (offset != max) {
+                            return at + "at " + offset + " of " + max + " in " + mq;
+                        }
+                        continue;
+                    }
+                    AssignedMessageQueue assigned = m.liteImpl.getAssignedMessageQueue();
+                    long pulled = assigned.getPullOffset(mq);
+                    ProcessQueue pq = assigned.getProcessQueue(mq);
+                    long cached = pq == null ? 0 : pq.getMsgCount().get();
+                    long consumed = assigned.getConsumerOffset(mq);
+                    if (pulled != max) {
+                        return at + "pulled to " + pulled + " of " + max + " in " + mq;
+                    }
+                    if (cached != 0) {
+                        return at + "has " + cached + " pulled messages not polled yet in " + mq;
+                    }
+                    if (consumed >= 0 && offset != consumed) {
+                        return at + "committed " + offset + ", consumed " + consumed + " in " + mq;
                     }
                 }
             }
@@ -974,17 +1187,21 @@ final class GroupMode {
         }
     }
 
-    /** Each member's offsets sent to the brokers (persistConsumerOffset), then read back from ConsumerOffsetManager. */
+    /**
+     * Each member's offsets sent to the brokers (its consumer's persistConsumerOffset: the offset store's persistAll of
+     * its queues; a lite pull member's offset store holds what its auto-commit committed), then read back from
+     * ConsumerOffsetManager.
+     */
     private void persistOffsets() throws Exception {
         for (Member m : started) {
-            m.consumer.getDefaultMQPushConsumerImpl().persistConsumerOffset();
+            m.persistOffsets();
         }
         long deadline = System.currentTimeMillis() + OFFSET_TIMEOUT_MS;
         while (true) {
             String problem = null;
             for (Member m : started) {
                 for (MessageQueue mq : allocation(m, null)) {
-                    long offset = m.consumer.getDefaultMQPushConsumerImpl().getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
+                    long offset = m.offsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
                     long held = broker(mq.getBrokerName()).controller.getConsumerOffsetManager()
                         .queryOffset(m.group.name, mq.getTopic(), mq.getQueueId());
                     if (offset >= 0 && held != offset) {
@@ -1001,7 +1218,7 @@ final class GroupMode {
             }
             Thread.sleep(POLL_MS);
             for (Member m : started) {
-                m.consumer.getDefaultMQPushConsumerImpl().persistConsumerOffset();
+                m.persistOffsets();
             }
         }
     }
@@ -1010,7 +1227,19 @@ final class GroupMode {
 
     private void shutdown() {
         for (Member m : started) {
-            quietly("consumer " + m.group.name + " " + m.clientId, () -> m.consumer.shutdown());
+            quietly("consumer " + m.group.name + " " + m.clientId, () -> {
+                if (m.isLite()) {
+                    // The poll thread stops first (poll() on a consumer shut down throws); shutdown() persists the
+                    // committed offsets and unregisters, as a push consumer's does.
+                    m.stopPolling = true;
+                    if (m.poller != null) {
+                        m.poller.join(LITE_POLLER_JOIN_MS);
+                    }
+                    m.lite.shutdown();
+                } else {
+                    m.push.shutdown();
+                }
+            });
         }
         if (producer != null) {
             quietly("producer", () -> producer.shutdown());
