@@ -66,6 +66,8 @@ class Inputs:
     out: str
     top: int
     defaults: dict[str, Any]
+    cluster: tuple[str, ...] = ()
+    """The dumps of a cluster's brokers (`--cluster`): one page over all of them."""
 
 
 @dataclass
@@ -104,8 +106,13 @@ def parser() -> argparse.ArgumentParser:
                     "topic, damaged ranges and file accounting.")
     p.add_argument("--warehouse", required=True, metavar="DIR",
                    help="the Delta warehouse both jobs wrote (a local directory or a URI)")
-    p.add_argument("--dump-id", "--broker", required=True, metavar="ID",
-                   help="the dump's name in the tables, or the broker's history (job 1's --broker)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--dump-id", "--broker", metavar="ID",
+                       help="the dump's name in the tables, or the broker's history (job 1's --broker)")
+    which.add_argument("--cluster", metavar="DUMP[,DUMP...]",
+                       help="the dumps of a cluster's brokers (as job 2's --cluster): one page over all of them, "
+                            "each row labelled with its broker's dump, a group's members summed over the brokers "
+                            "(default page: <warehouse>/reports/cluster__<dump>__<dump>.html)")
     p.add_argument("--out", metavar="FILE",
                    help="where to write the page (a local file; default <warehouse>/reports/<dump_id>.html, "
                         "required when the warehouse is not local)")
@@ -118,10 +125,15 @@ def parser() -> argparse.ArgumentParser:
 def validate(args: argparse.Namespace) -> Inputs:
     """Check the arguments before Spark starts; InputError with one line naming what is wrong."""
     defaults = load_defaults(args.defaults)
+    cluster = tuple(dict.fromkeys(d.strip() for d in (args.cluster or "").split(",") if d.strip()))
     try:
-        dump_id = check_dump_id(args.dump_id)
+        for d in cluster or (args.dump_id,):
+            check_dump_id(d)
     except ValueError as e:
         raise InputError(str(e)) from None
+    if args.cluster is not None and not cluster:
+        raise InputError("--cluster names no dump: give the dump ids of the cluster's brokers, comma-separated")
+    dump_id = args.dump_id if not cluster else "cluster__" + "__".join(cluster)
     if args.top < 1:
         raise InputError(f"--top {args.top}: must be at least 1")
     local = _local_dir(args.warehouse)
@@ -140,7 +152,7 @@ def validate(args: argparse.Namespace) -> Inputs:
     if os.path.isdir(out):
         raise InputError(f"{out}: --out is a directory; give the file to write")
     writable_dir(os.path.dirname(out), "the report's directory")
-    return Inputs(args.warehouse, dump_id, out, args.top, defaults)
+    return Inputs(args.warehouse, dump_id, out, args.top, defaults, cluster)
 
 
 def _rows(df) -> list[dict[str, Any]]:
@@ -302,6 +314,52 @@ def _members(spark: SparkSession, warehouse: str, dump_id: str, groups: list[dic
     return out
 
 
+_SUMMED = ("units_scanned", *vocab.OUTCOME_COLUMNS.values(), "tag_collisions", "bloom_tested",
+           "bloom_false_positives", "pulls", "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker")
+"""The group_stats counts a cluster's page sums over the brokers."""
+
+
+def merge_cluster(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One page's data over a cluster's dumps ({dump id: `collect`'s data}): every row labelled with its broker's
+    dump; a group's member rows summed over the brokers per (topic, kept subscription, member), their queues named
+    with the broker's dump."""
+    first = next(iter(parts.values()))
+    label = {d: f"{d}: " for d in parts}
+
+    def each(key: str, field: str | None = None) -> list[dict]:
+        return [{**r, field: label[d] + str(r[field])} if field else r for d, p in parts.items()
+                for r in p.get(key) or []]
+
+    totals: dict[str, Any] = {}
+    for p in parts.values():
+        for k, v in (p.get("totals") or {}).items():
+            totals[k] = totals.get(k, 0) + (v or 0)
+    members: dict[str, dict[str, Any]] = {}
+    for d, p in parts.items():
+        for m in p.get("members") or []:
+            into = members.setdefault(m["group"], {"group": m["group"], "losses": [], "harmless": [], "rows": [],
+                                                   "queues": []})
+            into["losses"] += [x for x in m["losses"] if x not in into["losses"]]
+            into["harmless"] += [x for x in m["harmless"] if x not in into["harmless"]]
+            into["queues"] += [{**q, "queue_id": f"{d}:{q['queue_id']}"} for q in m["queues"]]
+            for r in m["rows"]:
+                key = (r["topic"], r.get("kept_by"), r["member"])
+                same = next((x for x in into["rows"] if (x["topic"], x.get("kept_by"), x["member"]) == key), None)
+                queues = f"{d}:{r.get('owned_queues') or ''}"
+                if same is None:
+                    into["rows"].append({**r, "owned_queues": queues})
+                    continue
+                for k in _SUMMED:
+                    same[k] = (same.get(k) or 0) + (r.get(k) or 0)
+                same["owned_queues"] += f"; {queues}"
+                if same["answer"] != r["answer"] and r["answer"] == "OK":
+                    same["answer"] = "OK"
+    return {**first, "dump_id": "cluster " + ", ".join(parts), "totals": totals, "groups": each("groups", "topic"),
+            "collisions": each("collisions", "consumer_group"), "untagged": each("untagged", "consumer_group"),
+            "sql_errors": each("sql_errors", "consumer_group"), "files": each("files"),
+            "bitmap": each("bitmap", "topic"), "grammar": each("grammar"), "members": list(members.values())}
+
+
 def write_atomically(path: str, text: str) -> int:
     """Write the page through a temporary file in the same directory and rename it over `path`."""
     data = text.encode("utf-8")
@@ -321,7 +379,10 @@ def write_atomically(path: str, text: str) -> int:
 def run(spark: SparkSession, inputs: Inputs) -> Summary:
     """Aggregate the dump's tables and write its report; returns the summary."""
     summary = Summary(inputs.dump_id, inputs.out)
-    summary.data = collect(spark, inputs.warehouse, inputs.dump_id, inputs.top)
+    if inputs.cluster:
+        summary.data = merge_cluster({d: collect(spark, inputs.warehouse, d, inputs.top) for d in inputs.cluster})
+    else:
+        summary.data = collect(spark, inputs.warehouse, inputs.dump_id, inputs.top)
     summary.bytes = write_atomically(inputs.out, render(summary.data))
     log.info("wrote %s", inputs.out)
     return summary

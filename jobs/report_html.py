@@ -293,7 +293,8 @@ def _members(members: Sequence[Mapping[str, Any]]) -> str:
         if m.get("queues"):
             out.append(table([("topic", False), ("if the broker keeps", False), ("member", False), ("queue", True),
                               ("outcome", False), ("messages", True)],
-                             [[_td(q["topic"]), _td(q["kept_by"]), _td(q["member"]), _td(q["queue_id"], True),
+                             [[_td(q["topic"]), _td(q["kept_by"]), _td(q["member"]),
+                               _td(q["queue_id"], isinstance(q["queue_id"], int)),
                                f'<td data-outcome="{esc(q["outcome"])}">{esc(q["outcome"])}</td>',
                                _td(q["count"], True)] for q in m["queues"]], "member-loss-table"))
     return "".join(out)

@@ -331,3 +331,22 @@ def test_a_slaves_copy_in_a_cluster_is_refused_in_words(spark, cluster, tmp_path
     assert "is a slave's copy (brokerId 1, brokerRole SLAVE) of broker-a: replay its master's copy" in err
     assert rows(spark, cluster["warehouse"], "group_stats", cluster["dumps"]["broker-a"],
                 ["subscription_index"]) == before
+
+
+def test_the_cluster_report_sums_each_member_over_the_brokers(spark, cluster, tmp_path):
+    args = ["--warehouse", cluster["warehouse"], "--cluster", ",".join(cluster["dumps"].values()),
+            "--out", str(tmp_path / "cluster.html")]
+    summary = report.run(spark, report.validate(report.parser().parse_args(args)))
+    assert (tmp_path / "cluster.html").is_file()
+    members = {m["group"]: m for m in summary.data["members"]}
+    assert set(members) == {"C_AVG", "C_CIRCLE"}
+    for name, m in members.items():
+        assert any("different" in x for x in m["losses"])
+        for row in m["rows"]:
+            key = (row["topic"], row["kept_by"], row["member"])
+            per_broker = [s for stats in cluster["stats"].values() for s in stats
+                          if s["consumer_group"] == name and (s["topic"], s["kept_by"], s["member"]) == key]
+            assert len(per_broker) == 2
+            for col in [vocab.OUTCOME_COLUMNS[o] for o in vocab.OUTCOME_NAMES]:
+                assert row[col] == sum(s[col] for s in per_broker), (name, key, col)
+            assert row["owned_queues"].count(":") == 2  # both brokers' queues, each named with its dump
