@@ -773,3 +773,33 @@ def cluster_group_scenario(seed: int = 28, n_messages: int = 72) -> dict:
     ]
     return {"brokers": ["broker-a", "broker-b"], "broker_config": {"enablePropertyFilter": True},
             "topics": [{"name": "T1", "queues": 3}], "groups": groups, "messages": messages}
+
+
+KIND_QUEUES = 4
+KIND_TAGS = ["TagA", "TagB", "TagC"]
+
+
+def _kind_messages() -> list[dict]:
+    """40 messages round-robin over T1's 4 queues; queue q's j-th message is KIND_TAGS[(j + q) % 3], so every queue
+    sees every tag and the queues end on different tags."""
+    return [{"topic": "T1", "broker": "broker-a", "queue": i % KIND_QUEUES,
+             "tags": KIND_TAGS[(i // KIND_QUEUES + i % KIND_QUEUES) % 3], "keys": f"k{i}", "body": f"message {i}"}
+            for i in range(40)]
+
+
+def kinds_group_scenario() -> dict:
+    """The `group` mode with one group of every client kind on one topic, each member with its own tags: push
+    members (filtered with the subscription the broker keeps), a push member posting its expression and a lite-pull
+    member (each filtered with its own). Members start in the listed order; their ids sort k1 < k2@STREAM < k3 <
+    k4, so when the lite pull member (sorted second) joins last, AVG moves k1 from queues 0, 1 to 0 and leaves k3
+    and k4 where they were: k1's is the last subVersion a push member sets before the sends."""
+    def member(cid: str, kind: str, expression: str) -> dict:
+        return {"client_id": cid, "consumer": kind,
+                "subscriptions": [{"topic": "T1", "type": "TAG", "expression": expression}]}
+
+    return {"brokers": ["broker-a"], "broker_config": {"enablePropertyFilter": True},
+            "topics": [{"name": "T1", "queues": KIND_QUEUES}],
+            "groups": [{"group": "GK", "allocate": "AVG", "members": [
+                member("127.0.0.1@k1", "push", "TagA"), member("127.0.0.1@k3", "push_posted", "TagB"),
+                member("127.0.0.1@k4", "push", "TagC"), member("127.0.0.1@k2@STREAM", "lite_pull", "TagA || TagC")]}],
+            "messages": _kind_messages()}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import refharness
+from scenarios import kinds_group_scenario
 
 pytestmark = pytest.mark.reference
 
@@ -156,36 +157,7 @@ def test_the_store_is_there(result):
 # ---- one group of the three client kinds --------------------------------------------------------------------------
 
 KIND_QUEUES = 4
-
-
-def _kind_messages() -> list[dict]:
-    """40 messages round-robin over T1's 4 queues; queue q's j-th message is TAGS[(j + q) % 3], so every queue sees
-    every tag and the queues end on different tags."""
-    return [{"topic": "T1", "broker": "broker-a", "queue": i % KIND_QUEUES,
-             "tags": TAGS[(i // KIND_QUEUES + i % KIND_QUEUES) % 3], "keys": f"k{i}", "body": f"message {i}"}
-            for i in range(40)]
-
-
-# One group of every kind on one topic, each member with its own tags. Members start in the listed order; their ids
-# sort k1 < k2@STREAM < k3 < k4, so when the lite pull member (sorted second) joins last, AVG moves k1 from queues 0, 1
-# to 0 and leaves k3 and k4 where they were: k1's is the last subVersion a push member sets before the sends.
-KIND_SPEC = {
-    "brokers": ["broker-a"],
-    "broker_config": {"enablePropertyFilter": True},
-    "topics": [{"name": "T1", "queues": KIND_QUEUES}],
-    "groups": [
-        {"group": "GK", "allocate": "AVG", "members": [
-            {"client_id": "127.0.0.1@k1", "consumer": "push",
-             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagA"}]},
-            {"client_id": "127.0.0.1@k3", "consumer": "push_posted",
-             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagB"}]},
-            {"client_id": "127.0.0.1@k4", "consumer": "push",
-             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagC"}]},
-            {"client_id": "127.0.0.1@k2@STREAM", "consumer": "lite_pull",
-             "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "TagA || TagC"}]}]},
-    ],
-    "messages": _kind_messages(),
-}
+KIND_SPEC = kinds_group_scenario()
 
 
 @pytest.fixture(scope="module")

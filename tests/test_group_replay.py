@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import pytest
 import refharness
-from scenarios import cluster_group_scenario, group_scenario
+from scenarios import cluster_group_scenario, group_scenario, kinds_group_scenario
 from support.job_runs import rows
 
 from filterlib import vocabulary as vocab
@@ -34,6 +34,8 @@ def _subscriptions(run: dict, versions: bool = True) -> list[dict]:
             for s in m["subscriptions"]:
                 entry = {"group": g["group"], "client_id": m["client_id"], "topic": s["topic"], "type": s["type"],
                          "expression": s["expression"], "allocate": g.get("allocate", "AVG")}
+                if m.get("consumer", "push") != "push":  # push_posted, lite_pull: each pull carries its expression
+                    entry["path"] = "posted"
                 if versions:
                     entry["sub_version"] = s["sub_version"]
                 out.append(entry)
@@ -350,3 +352,38 @@ def test_the_cluster_report_sums_each_member_over_the_brokers(spark, cluster, tm
             for col in [vocab.OUTCOME_COLUMNS[o] for o in vocab.OUTCOME_NAMES]:
                 assert row[col] == sum(s[col] for s in per_broker), (name, key, col)
             assert row["owned_queues"].count(":") == 2  # both brokers' queues, each named with its dump
+
+
+
+def test_posted_and_lite_pull_members_are_filtered_with_their_own_push_members_with_the_kept(spark, tmp_path):
+    """One group of every client kind (real push, push posting its expression, lite pull): the posted and lite-pull
+    members' pulls carry their own expression, the push members' are filtered with the kept subscription, which
+    any member's heartbeat may set (all of them list the topic); each member receives what the real one did."""
+    real = refharness.run_group(kinds_group_scenario())
+    broker = real["brokers"]["broker-a"]
+    conf, subs, wh = tmp_path / "broker.conf", tmp_path / "subscriptions.json", str(tmp_path / "wh")
+    conf.write_text("".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n"
+                            for k, v in broker["config"].items()))
+    subs.write_text(json.dumps(_subscriptions(real)))
+    assert build_queues.main(["--store", broker["store"], "--warehouse", wh, "--dump-id", "kinds", "--broker-conf",
+                              str(conf)], spark=spark) == 0
+    assert simulate_pull.main(["--warehouse", wh, "--dump-id", "kinds", "--subscriptions", str(subs)],
+                              spark=spark) == 0
+    stats = rows(spark, wh, "group_stats", "kinds", ["subscription_index"])
+    delivered = _delivered(stats, rows(spark, wh, "pull_decisions", "kinds", ["subscription_index", "queue_id",
+                                                                                "queue_offset"]))
+    (g,) = real["groups"]
+    assert g["stable"]
+    kept_by = _possibility({"stats": stats}, real, "GK", "T1")
+    assert len({s["kept_by"] for s in stats}) == 1  # every member gives its sub_version: the largest is kept
+    kinds = set()
+    for m in g["members"]:
+        want = {(r["queue"], r["queue_offset"]) for r in m["received"]}
+        assert delivered.get(("GK", "T1", kept_by, m["client_id"]), set()) == want, m["client_id"]
+        kinds.add(m["consumer"])
+    assert kinds == {"push", "push_posted", "lite_pull"}
+    # the posted members pulled under their own expressions, which differ from the kept one
+    own = {s["member"]: s for s in stats}
+    assert all(own[m["client_id"]]["path"] == "posted" for m in g["members"] if m["consumer"] != "push")
+    assert any(own[m["client_id"]]["expression"] != own[kept_by]["expression"] and own[m["client_id"]]["delivered"]
+               for m in g["members"] if m["consumer"] != "push")
