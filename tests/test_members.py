@@ -121,3 +121,15 @@ def test_the_queues_come_from_topics_json_else_the_store():
     topics = {"topicConfigTable": {"T": {"readQueueNums": 4, "writeQueueNums": 8}}}
     assert topic_queue_ids(topics, [0, 1, 7], "T") == [0, 1, 2, 3]
     assert topic_queue_ids(topics, [3, 1, 1], "U") == [1, 3]
+
+
+def test_a_what_if_on_a_group_replayed_as_its_members_is_refused_in_words():
+    from filterlib.registry import ConsumerFilterManager
+    from filterlib.replay.plans import plan_members
+    from filterlib.replay.whatif import parse_what_if, what_if_plans
+
+    g = _group([{"group": "G", "topic": "T", "client_id": "a", "expression": "A"},
+                {"group": "G", "topic": "T", "client_id": "b", "expression": "B"}])
+    plans = plan_members(member_pulls(g, "T", "broker-a", range(4)), ConsumerFilterManager(), True, False)
+    with pytest.raises(ValueError, match="group 'G' is replayed as its members"):
+        what_if_plans([parse_what_if("G=TAG:C")], plans)

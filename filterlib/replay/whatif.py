@@ -73,6 +73,10 @@ def what_if_plans(candidates: Sequence[WhatIf], plans: Sequence[Plan]) -> list[t
     for c in candidates:
         current = [p for p in plans if p.group == c.group and (c.topic is None or p.topic == c.topic)
                    and p.source != WHAT_IF]
+        if current and all(p.member is not None for p in current):
+            raise ValueError(f"--what-if {c.spec!r}: group {c.group!r} is replayed as its members (client_id in the "
+                             f"subscriptions file); a what-if stands in for a group's one subscription, not for a "
+                             f"member's: replay the group with the member's new subscription instead")
         if not current:
             have = sorted({f"{p.group}@{p.topic}" for p in plans if p.source != WHAT_IF})
             raise ValueError(f"--what-if {c.spec!r}: no current subscription of group {c.group!r}"
