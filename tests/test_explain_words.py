@@ -216,10 +216,16 @@ def test_head_and_subscription_lines_name_the_unit_and_the_pull():
 
 
 def test_every_decision_code_is_put_in_words_and_no_bare_branch_name_is_left():
-    """Every combination job 2 can record: three layer lines, each a sentence (never the bare branch name)."""
+    """Every combination job 2 can record: three layer lines, each a sentence (never the bare branch name); a member
+    outcome's also name the member and whose subscription the broker kept (the broker's layers read the kept one:
+    member m1 subscribes TagC while the broker keeps m2's)."""
     for c in vocab.DECISION_CODES[1:]:
         tag = c.cq_reason in ("tag_hash_hit", "tag_hash_miss")
         s = sub("TAG", "TagA || TagB") if tag else sub()
+        member = c.outcome in vocab.MEMBER_OUTCOMES
+        if member:
+            s = {**s, "subscription_type": "TAG", "expression": "TagC", "member": "m1", "kept_by": "m2",
+                 "kept_type": s["subscription_type"], "kept_expression": s["expression"]}
         extra = {"tags_code": java_hash("TagA") if c.cq_reason == "tag_hash_hit" else java_hash("TagC")}
         if c.bloom_tested:
             extra["bloom_bitmap"] = bitmap(3, 17, 40) if c.cq_reason == "bloom_hit" else bitmap(3)
@@ -227,9 +233,15 @@ def test_every_decision_code_is_put_in_words_and_no_bare_branch_name_is_left():
             extra["detail"] = "java.lang.RuntimeException: boom"
         d = row(c, **extra)
         lines = ex.explain(d, s, FILT, message(tags="TagA", properties={"a": "7"}))
-        assert len(lines) == 5
         assert c.outcome in lines[0] and f"decided by the {c.layer} layer" in lines[0]
-        cq, cl, client = (line.split(": ", 1)[1] for line in lines[2:])
+        if c.outcome == vocab.NEVER_PULLED:
+            assert len(lines) == 2 and "member m1 owns queue 2" in lines[1] and "never pulls the queue" in lines[1]
+            continue
+        assert len(lines) == 5 + (c.outcome == vocab.FILTERED_BY_OTHER_MEMBER) + member
+        if member:
+            assert "member m1 owns queue 2; the broker filtered its pulls with m2's" in lines[2]
+            assert "(if m2's subscription is the one the broker keeps)" in lines[0]
+        cq, cl, client = (line.split(": ", 1)[1] for line in lines[-3:])
         assert cq not in vocab.REASONS and cl not in vocab.REASONS and client not in vocab.REASONS, c
         assert cl.startswith("not reached") == (c.layer == vocab.CONSUME_QUEUE)
         assert client.startswith("not reached") == (c.layer != vocab.CLIENT)
