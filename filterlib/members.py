@@ -172,6 +172,13 @@ def kept(group: MemberGroup, topic: str) -> Kept:
     return Kept(topic, tuple(distinct.values()), why, absent)
 
 
+def filters_with_kept(member: str | None, kept_by: str | None, path: str | None, kept_type: str | None) -> bool:
+    """Whether the broker filters a member's pulls with the subscription it keeps for the group rather than the
+    member's own: a registered (push) member whose subscription is not the kept one. A posted pull carries its own
+    expression; a plan not replayed as a member has no kept subscription."""
+    return member is not None and kept_type is not None and path != POSTED and kept_by != member
+
+
 @dataclass(frozen=True)
 class MemberPull:
     """One member's pulls of one topic under one possibility: its own subscription (None: it does not subscribe
@@ -191,7 +198,7 @@ class MemberPull:
         else the kept one, carrying the member's own sub_version as the pull does."""
         if self.own is None:
             return None
-        if self.own.path == POSTED or self.kept is None or self.kept_by == self.member:
+        if not filters_with_kept(self.member, self.kept_by, self.own.path, self.kept and self.kept.type):
             return self.own
         k = self.kept
         return Subscription(self.group, self.topic, k.type, k.expression, self.own.path, self.own.sub_version,

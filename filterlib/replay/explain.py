@@ -15,6 +15,7 @@ from filterlib import sql92, tags
 from filterlib import vocabulary as vocab
 from filterlib.errors import FilterError
 from filterlib.javalang import to_int32
+from filterlib.members import filters_with_kept
 from filterlib.rebuild.dispatch import bit_set
 
 Row = Mapping[str, Any]
@@ -123,8 +124,7 @@ def client_words(d: Row) -> str:
 def broker_subscription(sub: Row) -> Row:
     """The group_stats row as the broker filtered with it: for a registered member whose subscription the broker
     does not keep, the kept one's type and expression."""
-    member, kept_by = sub.get("member"), sub.get("kept_by")
-    if member is None or kept_by in (None, member) or sub.get("path") == "posted" or sub.get("kept_type") is None:
+    if not filters_with_kept(sub.get("member"), sub.get("kept_by"), sub.get("path"), sub.get("kept_type")):
         return sub
     return {**sub, "subscription_type": sub["kept_type"], "expression": sub.get("kept_expression") or ""}
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from filterlib import message_filter as mf
-from filterlib.members import MemberPull
+from filterlib.members import MemberPull, filters_with_kept
 from filterlib.registry import ConsumerFilterManager
 from filterlib.subscriptions import POSTED, REGISTERED, Subscription
 from filterlib.tags import SQL92_TYPE
@@ -65,7 +65,7 @@ class Plan:
     def broker_subscription(self) -> Subscription:
         """The subscription the broker filters the pulls with: the kept one for a registered member whose
         subscription the broker does not keep, else its own."""
-        if self.kept_type is None or self.path == POSTED or self.kept_by == self.member:
+        if not filters_with_kept(self.member, self.kept_by, self.path, self.kept_type):
             return self.subscription()
         return Subscription(self.group, self.topic, self.kept_type, self.kept_expression or "", self.path,
                             self.sub_version, self.batch_size, self.member)
