@@ -230,7 +230,8 @@ QUEUE_DIFF = Table("queue_diff", "one row per unit where the rebuild and the dum
 
 _SUB = _cols(("consumer_group", STR, "the subscription's group"),
              ("topic", STR, "the subscription's topic"),
-             ("subscription_index", INT, "the subscription's number in this run"))
+             ("subscription_index", INT, "the subscription's number in the dump (kept across the runs over a broker's "
+                                          "history)"))
 _SUB_TYPE = _cols(("subscription_type", STR, "the subscription's type"),
                   ("expression", STR, "the subscription's expression"))
 _outcomes = ", ".join(vocab.OUTCOME_NAMES)
@@ -332,7 +333,8 @@ GROUP_STATS = Table("group_stats", "one row per subscription", ("dump_id", "cons
         ("empty_pulls", LONG, "pulls that returned no message"),
         ("found_pulls", LONG, "pulls with status FOUND"),
         ("subscription_position", INT, "the subscription's byte in its topic's `pull_decisions.decisions` (0-based: "
-                                       "its rank among the run's subscriptions to the topic)"),
+                                       "its rank among the dump's subscriptions to the topic, kept across the runs "
+                                       "over a broker's history; a row shorter than it holds no decision of it)"),
         ("member", STR, "the group member (client id) whose pulls the row counts; null for a group not replayed as "
                         "its members"),
         ("kept_by", STR, "the member whose subscription the broker keeps for (group, topic) in this row's "
@@ -341,9 +343,27 @@ GROUP_STATS = Table("group_stats", "one row per subscription", ("dump_id", "cons
         ("kept_expression", STR, "the kept subscription's expression: the broker filters a registered member's "
                                  "pulls with it"),
         ("owned_queues", STR, "the queue ids the group's allocation gives the member on this broker, comma-separated "
-                              "(null: every queue of the topic)"))))
+                              "(null: every queue of the topic)"),
+        ("since_copy", STR, "the store (the history's copy) whose run of job 2 first replayed the subscription: it is "
+                            "in force for the units decided from that run on"),
+        ("until_copy", STR, "the copy whose run no longer had it (the group's subscription changed, or it was "
+                            "removed); null while it is in force. Its counts cover the runs before that copy"))))
 
-DECISION_MATRIX = Table("pull_decisions", "one row per consume-queue unit that at least one subscription scanned",
+PULL_POSITIONS = Table("pull_positions", "one row per (subscription, queue) a run of job 2 pulled or decided: where "
+                       "the next run over a broker's history continues", ("dump_id", "subscription_index", "topic",
+                                                                          "queue_id"), (
+    DUMP_ID, *_SUB, *_cols(
+        ("member", STR, "the group member owning the queue (null for a group not replayed as its members)"),
+        ("kept_by", STR, "the possibility: the member whose subscription the broker keeps"),
+        ("queue_id", INT, "the queue"),
+        ("next_offset", LONG, "where the subscription's next pull on the queue starts: its last pull's "
+                              "next_begin_offset (the queue's end for a member that never pulls it)"),
+        ("pulls", LONG, "pulls of the queue made so far (the next run numbers its pulls on from here)"),
+        ("copy", STR, "the store (the history's copy) of the run that left the position"))))
+
+DECISION_MATRIX = Table("pull_decisions", "one row per consume-queue unit that at least one subscription scanned "
+                        "(over a broker's history, a second row holds the decisions of a subscription new to "
+                        "the history over units an earlier run decided)",
                         ("dump_id", "topic", "queue_id", "queue_offset"), (DUMP_ID, *_cols(
     ("topic", STR, "the unit's topic"),
     ("queue_id", INT, "the unit's queue"),
@@ -401,7 +421,7 @@ RUNS = Table("runs", "one row per complete run of a job on a dump (written last,
                                                  "it read (job 2: job 1's last complete run)"))))
 
 JOB1 = (MESSAGES, CONSUME_QUEUE, CONSUMER_FILTERS, DUMP_FILES, DUMPS, COPIES, QUEUE_DIFF)
-JOB2 = (DECISION_MATRIX, DECISION_DETAILS, DECISION_CODES, PULLS, GROUP_STATS, WHAT_IF, PULL_DECISIONS,
+JOB2 = (DECISION_MATRIX, DECISION_DETAILS, DECISION_CODES, PULLS, GROUP_STATS, PULL_POSITIONS, WHAT_IF, PULL_DECISIONS,
         DELIVERED_MESSAGES)
 """Job 2's tables, then the two row forms (`jobs.row_forms`) that are documented beside them but not stored."""
 ROW_FORMS = (PULL_DECISIONS, DELIVERED_MESSAGES)

@@ -57,7 +57,8 @@ OUT_SCHEMA = pa.schema([
 """What a queue's one replay emits, every kind in one schema (the other kinds' columns null): MATRIX rows (the
 unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
 `scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
-subscription (`filterlib.replay.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition]).
+subscription (`filterlib.replay.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition,
+the queue's end offset where the piece holds it, else -1]).
 A task that writes its tables' Parquet files itself (`PullContext.targets`) emits FILE rows (`file`: the
 `delta_files.write_part` descriptor as JSON) in place of the MATRIX and DETAIL rows, and MATRIX rows only for a
 topic with what-if candidates (what the comparison reads). PULL rows always come back: a piece of a queue numbers
@@ -175,6 +176,9 @@ class PullContext:
     """Plans below this index are the run's subscriptions; from it on, what-if candidates (never written)."""
     targets: dict = dataclasses.field(default_factory=dict)
     """{table: delta_files.FileTarget} of WRITTEN when the tasks write their Parquet files themselves, else empty."""
+    continued: tuple[str, ...] = ()
+    """"<index>:<queue id>" of the pulls that continue a previous run's over a broker's history: the queue was
+    counted in group_stats' `queues` by that run."""
 
 
 _filters: dict[str, dict] = {}
@@ -202,6 +206,8 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object, objec
 
 SCANNED = matrix.COUNT_FIELDS.index("units_scanned")
 """Where a plan's counts hold its decisions (units scanned)."""
+QUEUES = matrix.COUNT_FIELDS.index("queues")
+"""Where a plan's counts hold the queues it pulled."""
 
 
 def replay_queues(ctx: PullContext, decisions: Any = None):
@@ -227,9 +233,13 @@ def replay_queues(ctx: PullContext, decisions: Any = None):
         real, cand = ctx.widths.get(topic, (0, 0))
         out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
                                   PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), span=span)
+        for index in out.counts:
+            if f"{index}:{queue_id}" in ctx.continued:
+                out.counts[index][QUEUES] = 0
         if decisions is not None:
             decisions.add(sum(int(c[SCANNED]) for c in out.counts.values()))
-        piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition()]],
+        end = int(ends[0].as_py()) if len(ends) else -1
+        piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition(), end]],
                                                                       pa.list_(pa.int64()))})
         if ctx.targets:
             return pa.concat_tables([written(ctx, out, topic, queue_id, real, cand), piece])

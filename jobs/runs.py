@@ -99,6 +99,18 @@ def pinned_version(spark: SparkSession, warehouse: str, table: str, dump_id: str
     return version
 
 
+def last_run(spark: SparkSession, warehouse: str, dump_id: str, job: str) -> dict | None:
+    """The runs row of the last complete run of `job` on dump_id (None: none, or no runs table)."""
+    from pyspark.sql import functions as F
+
+    path = table_path(warehouse, RUNS)
+    if last_version(spark, path) < 0:
+        return None
+    rows = (spark.read.format("delta").load(path).where((F.col("dump_id") == dump_id) & (F.col("job") == job))
+            .orderBy(F.col("finished_at").desc()).limit(1).collect())
+    return rows[0].asDict() if rows else None
+
+
 def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,
               latest: bool = False) -> DataFrame:
     """One dump's rows of a table as the dump's last complete run left it (the version that run

@@ -50,7 +50,8 @@ from filterlib.replay.plans import (
     plan_members,
 )
 from filterlib.replay.rows import MESSAGE_SIDE
-from filterlib.replay.stats import stats_rows, sum_counts, totals
+from filterlib.replay.stats import continued, stats_rows, sum_counts, totals
+from filterlib.replay.timeline import Carried, carry, replay_from
 from filterlib.replay.whatif import WHAT_IF, WhatIf, WhatIfRefused, parse_what_if, what_if_plans
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
@@ -77,7 +78,7 @@ from jobs.cli import (
     run_main,
 )
 from jobs.delta_files import commit_dump, file_target
-from jobs.delta_io import replace_dump, table_path
+from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.progress import progress
 from jobs.pull_tasks import (
@@ -97,7 +98,7 @@ from jobs.pull_tasks import (
     replay_queues,
     what_if_changes,
 )
-from jobs.runs import JOB1_TABLES, read_dump, record_run
+from jobs.runs import JOB1_TABLES, last_run, pinned_version, pinned_versions, read_dump, record_run
 from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:
@@ -140,6 +141,8 @@ class Inputs:
     cluster: tuple[str, ...] = ()
     """The dumps of the cluster's master brokers (`--cluster`): a group replayed as its members is allocated over
     all their queues."""
+    restart: bool = False
+    """On a broker's history: replay it whole again instead of continuing (`--restart`)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,10 @@ class Summary:
     refused: list[WhatIfRefused] = field(default_factory=list)
     broker_version: str = brokerversion.DEFAULT
     version_line: str = ""
+    queue_ends: dict[tuple[str, int], int] = field(default_factory=dict)
+    """{(topic, queue id): the offset past its last unit} of the queues replayed."""
+    ended: list[dict] = field(default_factory=list)
+    """Over a broker's history: the group_stats rows of subscriptions no longer in force (kept as they were)."""
 
     def lines(self) -> list[str]:
         """The human summary: one block per subscription, then the totals."""
@@ -268,10 +275,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="start", choices=[EARLIEST, COMMITTED], default=EARLIEST,
                    help="where each queue's pull starts: offset 0 (earliest, default), or the group's committed "
                         "offset from config/consumerOffset.json (queues without one start at the earliest)")
-    p.add_argument("--queues", choices=[DUMP, REBUILT], default=DUMP,
-                   help="the consume queues and ext bitmaps pulled: the dump's own files (default; what the real "
-                        "broker reads) or job 1's consume_queue table (rebuilt; also the fallback when the dump "
-                        "has no consumequeue/)")
+    p.add_argument("--queues", choices=[DUMP, REBUILT], default=None,
+                   help="the consume queues and ext bitmaps pulled: the dump's own files (default for a dump; what "
+                        "the real broker reads) or job 1's consume_queue table (rebuilt; the default for a broker's "
+                        "history, whose newest copy holds only its own window, and the fallback when the dump has no "
+                        "consumequeue/)")
+    p.add_argument("--restart", action="store_true",
+                   help="on a broker's history (job 1 with --broker): replay the whole history again from --from, "
+                        "replacing the tables' rows of it, instead of continuing each subscription where the previous "
+                        "run stopped (docs/history.md)")
     p.add_argument("--what-if", action="append", default=[], metavar="G[@TOPIC]=TYPE:EXPR",
                    help="replay a candidate subscription beside group G's current one (on every topic G "
                         "subscribes to, or on TOPIC) and report the messages gained and lost by topic and queue, "
@@ -325,7 +337,8 @@ def validate(args: argparse.Namespace) -> Inputs:
     if args.cluster is not None and not cluster:
         raise InputError("--cluster names no dump: give the dump ids of the cluster's brokers, comma-separated")
     return Inputs(store, dump_id, args.warehouse, args.broker_conf, subs, args.start, args.queues, defaults,
-                  candidates, refused, args.subscriptions, version, piece_units=args.piece_units, cluster=cluster)
+                  candidates, refused, args.subscriptions, version, piece_units=args.piece_units, cluster=cluster,
+                  restart=args.restart)
 
 
 def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
@@ -456,9 +469,20 @@ def _member_head(s: dict) -> str:
            f"{s['owned_queues'] or 'none'}]"
 
 
-def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary) -> DataFrame:
+def _messages_from(messages: DataFrame, units: DataFrame) -> DataFrame:
+    """A continued history's messages from the first one its units to replay point at (file statistics prune the
+    rest): the join then pays for what is new, not for the whole history."""
+    from pyspark.sql import functions as F
+
+    low = units.agg(F.min("commit_log_offset")).first()[0]
+    return messages if low is None else messages.where(F.col("commit_log_offset") >= int(low))
+
+
+def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary,
+                 carried: Carried | None = None) -> DataFrame:
     """Every pulled queue's units with min_offset, units_per_file and the piece they are replayed in, and each
-    queue's end row (`pull_tasks.CQ_SIDE`: the CQ side only), from the dump or job 1."""
+    queue's end row (`pull_tasks.CQ_SIDE`: the CQ side only), from the dump or job 1. Over a history continued
+    (`carried`), a file queue's units from where its first continuing pull starts (`timeline.replay_from`)."""
     from pyspark.sql import functions as F
 
     source = inputs.queues
@@ -492,6 +516,12 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     summary.queues = len(bounds)
     lows = spark.createDataFrame([(t, q, lo) for t, q, lo, _ in bounds], "topic string, queue_id int, min_offset long")
     piece = (F.floor(F.col("queue_offset") / size) if size else F.lit(0)).cast("long")
+    froms = [] if carried is None or not per_file else [
+        (t, q, at) for t, q, _lo, _hi in bounds if (at := replay_from(carried.plans, carried.starts, t, q)) is not None]
+    if froms:
+        cuts = spark.createDataFrame(froms, "topic string, queue_id int, replay_from long")
+        cq = cq.join(F.broadcast(cuts), ["topic", "queue_id"], "left").where(
+            F.col("replay_from").isNull() | (F.col("queue_offset") >= F.col("replay_from"))).drop("replay_from")
     units = cq.join(F.broadcast(lows), ["topic", "queue_id"]).select(
         "topic", "queue_id", piece.alias("piece"), "min_offset", F.lit(per_file).cast("long").alias("units_per_file"),
         F.lit(None).cast("long").alias("end_offset"), "queue_offset", "commit_log_offset", "size", "tags_code",
@@ -572,14 +602,17 @@ def _file_targets(spark: SparkSession, warehouse: str, dump_id: str) -> dict:
         return {}
 
 
-def _pulls_df(out: DataFrame, plans_df: DataFrame, mine, dump_id) -> DataFrame:
+def _pulls_df(out: DataFrame, plans_df: DataFrame, mine, dump_id, bases: DataFrame) -> DataFrame:
     """The run's pulls, each numbered over its queue: a piece numbers its calls from its own first, and calls of
-    one subscription and queue follow each other in request offset."""
+    one subscription and queue follow each other in request offset; a continued subscription's from the pulls it
+    made before (`bases`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("subscription_index", "topic", "queue_id").orderBy("request_offset")
-    pulls = out.where((F.col("kind") == PULL) & mine).withColumn("pull_index", F.row_number().over(w) - 1)
+    pulls = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(bases), ["subscription_index", "queue_id"],
+                                                            "left")
+    pulls = pulls.withColumn("pull_index", (F.row_number().over(w) - 1 + F.coalesce("base", F.lit(0))).cast("int"))
     return pulls.join(F.broadcast(plans_df), "subscription_index").select(dump_id, *PULL_COLUMNS)
 
 
@@ -606,10 +639,94 @@ class Planned:
     """{candidate's index: the index of the subscription it stands in for}."""
     registry: RegistryLoad
     now: int
+    carried: Carried | None = None
+    """Over a broker's history continued: the plans placed in it (`filterlib.replay.timeline`); None otherwise."""
+    previous: Previous | None = None
+    """The run a history's run continues (its tables' versions are what this run appends to)."""
+    history: bool = False
+    """Whether the dump is a broker's history (its runs leave pull_positions for the next to continue from)."""
+
+    def on_top_of(self, table: str) -> int | None:
+        """The version a continuing run appends `table`'s rows to (None: the run replaces the dump's rows)."""
+        return None if self.previous is None else self.previous.versions[table]
 
     @property
     def all(self) -> list[Plan]:
         return self.plans + self.candidates
+
+    @property
+    def current(self) -> int:
+        """The first what-if candidate's index: every index below it is one of the run's subscriptions."""
+        return min((c.index for c in self.candidates), default=max((p.index for p in self.plans), default=-1) + 1)
+
+
+@dataclass
+class Previous:
+    """Job 2's last complete run over a broker's history: its group_stats and pull_positions rows, the versions of
+    every table it committed (what this run appends to) and of job 1's tables it read."""
+
+    stats: list[dict]
+    positions: list[dict]
+    versions: dict[str, int]
+    inputs: dict[str, int]
+
+
+CONTINUED = ("pull_decisions", "decision_details", "pulls", "group_stats", "pull_positions")
+"""The tables a run over a broker's history continues from (a previous run lacking one is replayed anew)."""
+
+
+def _is_history(spark: SparkSession, inputs: Inputs) -> bool:
+    """Whether job 1 built the dump as a broker's history (`--broker`: its copies table has rows of it)."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, table_path(inputs.warehouse, "copies")):
+        return False
+    return bool(read_dump(spark, inputs.warehouse, "copies", inputs.dump_id).limit(1).count())
+
+
+def _previous(spark: SparkSession, inputs: Inputs) -> Previous | None:
+    """Job 2's last complete run over this history, to continue from; None without one (or with --restart)."""
+    if inputs.restart:
+        return None
+    versions = pinned_versions(spark, inputs.warehouse, inputs.dump_id)
+    if any(t not in versions for t in CONTINUED):
+        return None
+    wh, dump = inputs.warehouse, inputs.dump_id
+    stats = [r.asDict() for r in read_dump(spark, wh, "group_stats", dump).drop("dump_id").collect()]
+    positions = [r.asDict() for r in read_dump(spark, wh, "pull_positions", dump).drop("dump_id").collect()]
+    last = last_run(spark, wh, dump, PROG)
+    return Previous(stats, positions, versions, dict((last or {}).get("inputs") or {}))
+
+
+def _copy_name(inputs: Inputs) -> str:
+    """The run's copy as the tables name it: its store (job 1's copies.store)."""
+    root = inputs.store.root
+    return root if "://" in root else os.path.abspath(root)
+
+
+def _continue(spark: SparkSession, inputs: Inputs, planned: Planned, previous: Previous, summary: Summary) -> bool:
+    """Place the run's plans in the history (`timeline.carry`); False when nothing is new since the previous run
+    (job 1 appended no copy since and every subscription is the same): then nothing is replayed or written."""
+    if planned.candidates or inputs.refused:
+        raise InputError("--what-if compares a candidate with a subscription over a whole replay; on a broker's "
+                         "history that continues, run it with --restart (or on one copy's dump)")
+    carried = carry(planned.plans, previous.stats, previous.positions)
+    planned.plans, planned.carried = carried.plans, carried
+    now = {t: v for t in JOB1_TABLES if (v := pinned_version(spark, inputs.warehouse, t, inputs.dump_id,
+                                                             quiet=True)) is not None}
+    if carried.unchanged and now == previous.inputs:
+        summary.notes.append(f"nothing new since job 2's last run over the history of {inputs.dump_id} (job 1 "
+                             f"appended no copy since, and every subscription is the same): nothing written")
+        summary.plans = planned.plans
+        return False
+    ended = [r for r in carried.ended if r.get("until_copy") is None]
+    summary.notes.append(
+        f"history {inputs.dump_id} continued from job 2's last run: {len(carried.continued)} subscriptions "
+        f"continue where they stopped, {len(planned.plans) - len(carried.continued)} new "
+        f"(from the {inputs.start} offset where their group has no position), {len(ended)} ended at this copy"
+        + (": " + "; ".join(f"{r['consumer_group']} on {r['topic']} {r['subscription_type']} "
+                            f"{r['expression']!r}" for r in ended) if ended else ""))
+    return True
 
 
 def _master(store: StoreDir, dump_id: str) -> str:
@@ -736,15 +853,21 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
         reg = _registry(inputs, as_job1=True)
     spec = registry_spec(reg.registry)
     starts = _starts(inputs, planned.all, summary)
+    carried = planned.carried
+    if carried is not None:  # a history continued: each pull where its line stands, the bytes the history gave
+        starts.update({f"{i}:{q}": off for (i, q), off in carried.starts.items()})
+        positions, widths = carried.positions, {t: (w, 0) for t, w in carried.widths.items()}
+    else:
+        positions, widths = subscription_positions(planned.all, len(planned.plans))
     plan_json = tuple(p.to_json() for p in planned.all)
     key = hashlib.sha256(json.dumps([spec, plan_json, starts, planned.now], sort_keys=True,
                                     default=str).encode()).hexdigest()
-    positions, widths = subscription_positions(planned.all, len(planned.plans))
     return PullContext(key, spec, plan_json, starts, conf.enablePropertyFilter, conf.filterSupportRetry,
                        planned.now, positions={str(k): v for k, v in positions.items()}, widths=widths,
                        rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
                            inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue),
-                       current=len(planned.plans), targets=_file_targets(spark, inputs.warehouse, inputs.dump_id))
+                       current=planned.current, targets=_file_targets(spark, inputs.warehouse, inputs.dump_id),
+                       continued=tuple(sorted(f"{i}:{q}" for i, q in (carried.bases if carried else {}))))
 
 
 def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: Any = None) -> DataFrame:
@@ -767,15 +890,17 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     statistics and totals from them. Returns the FILE rows."""
     from pyspark.sql import functions as F
 
-    mine = F.col("subscription_index") < len(planned.plans)
+    mine = F.col("subscription_index") < planned.current
     spark.sparkContext.setJobDescription(f"{PROG} {inputs.dump_id}: replay the pulls of {summary.queues} queues"
                                          f"{' and write their files' if ctx.targets else ''}")
     with task_writes("pull_decisions", table_path(inputs.warehouse, "pull_decisions"), inputs.dump_id), \
             progress(spark, log, f"replay {summary.queues} queues",
                      counted={"decisions": decisions}):
         small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
-            "kind", "subscription_index", "counts", "file").collect()
+            "kind", "topic", "queue_id", "subscription_index", "counts", "file").collect()
     pieces = [r.counts for r in small if r.kind == PIECE]
+    summary.queue_ends = {(r.topic, r.queue_id): r.counts[2] for r in small
+                          if r.kind == PIECE and len(r.counts) > 2 and r.counts[2] >= 0}
     summary.pieces = len(pieces)
     summary.piece_partitions = len({p[1] for p in pieces})
     summary.largest_piece = max((p[0] for p in pieces), default=0)
@@ -783,6 +908,14 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     positions = {int(k): v for k, v in ctx.positions.items()}
     summary.stats = stats_rows(planned.plans, counts, positions, inputs.dump_id, inputs.start,
                                inputs.store.conf.maxErrorRateOfBloomFilter)
+    copy = _copy_name(inputs)
+    for row in summary.stats:
+        row.update(since_copy=copy, until_copy=None)
+    if planned.carried is not None:
+        summary.stats = [continued(planned.carried.continued[r["subscription_index"]], r)
+                         if r["subscription_index"] in planned.carried.continued else r for r in summary.stats]
+        summary.ended = [{**r, "dump_id": inputs.dump_id, "until_copy": r.get("until_copy") or copy}
+                         for r in planned.carried.ended]
     summary.decisions, summary.delivered, summary.pulls = totals(counts)
     log.info("decided: %d units, %d delivered, %d pulls; %d queues replayed in %d pieces (the largest %d units) "
              "over %d tasks", summary.decisions, summary.delivered, summary.pulls, summary.queues, summary.pieces,
@@ -798,7 +931,7 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
 
     sc, wh, dump = spark.sparkContext, inputs.warehouse, inputs.dump_id
     dump_id = F.lit(dump).alias("dump_id")
-    mine = F.col("subscription_index") < len(planned.plans)
+    mine = F.col("subscription_index") < planned.current
     if ctx.targets:
         by_uri = {t.table_uri: name for name, t in ctx.targets.items()}
         parts: dict[str, list[dict]] = {name: [] for name in ctx.targets}
@@ -807,22 +940,64 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
             parts[by_uri[d["table_uri"]]].append(d)
         for name, (table, stats) in WRITTEN.items():
             sc.setJobDescription(f"{PROG} {dump}: commit {name} ({len(parts[name])} files)")
-            commit_dump(spark, wh, name, dump, parts[name], table.arrow(), stats)
+            commit_dump(spark, wh, name, dump, parts[name], table.arrow(), stats, planned.on_top_of(name))
             summary.tables[name] = table_path(wh, name)
     else:
         sc.setJobDescription(f"{PROG} {dump}: write pull_decisions (the decision matrix)")
         matrix_df = out.where((F.col("kind") == MATRIX) & F.col("scanned")).select(dump_id, *MATRIX_COLUMNS)
-        summary.tables["pull_decisions"] = replace_dump(matrix_df, wh, "pull_decisions", dump, MATRIX_STATS)
+        summary.tables["pull_decisions"] = append_dump(matrix_df, wh, "pull_decisions", dump,
+                                                       planned.on_top_of("pull_decisions"), MATRIX_STATS)
         sc.setJobDescription(f"{PROG} {dump}: write decision_details")
         details_df = out.where((F.col("kind") == DETAIL) & mine).select(dump_id, *DETAIL_COLUMNS)
-        summary.tables["decision_details"] = replace_dump(details_df, wh, "decision_details", dump)
+        summary.tables["decision_details"] = append_dump(details_df, wh, "decision_details", dump,
+                                                         planned.on_top_of("decision_details"))
     sc.setJobDescription(f"{PROG} {dump}: write pulls")
-    summary.tables["pulls"] = replace_dump(_pulls_df(out, _plans_df(spark, planned.all), mine, dump_id), wh,
-                                           "pulls", dump)
+    bases = planned.carried.bases if planned.carried is not None else {}
+    pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _bases_df(spark, bases))
+    summary.tables["pulls"] = append_dump(pulls, wh, "pulls", dump, planned.on_top_of("pulls"))
     sc.setJobDescription(f"{PROG} {dump}: write decision_codes and group_stats")
     summary.tables["decision_codes"] = replace_dump(_codes_df(spark, dump), wh, "decision_codes", dump)
-    stats_df = spark.createDataFrame(summary.stats, table_ddl(tables.GROUP_STATS))
+    stats_df = spark.createDataFrame(summary.stats + summary.ended, table_ddl(tables.GROUP_STATS))
     summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", dump)
+    if planned.history:
+        sc.setJobDescription(f"{PROG} {dump}: write pull_positions")
+        rows = _position_rows(out, planned, mine, summary, _copy_name(inputs))
+        summary.tables["pull_positions"] = replace_dump(
+            spark.createDataFrame(rows, table_ddl(tables.PULL_POSITIONS)), wh, "pull_positions", dump)
+
+
+def _position_rows(out: DataFrame, planned: Planned, mine, summary: Summary, copy: str) -> list[dict]:
+    """The pull_positions rows the run leaves: per (subscription, queue) its last pull's next begin offset and
+    its pulls so far; a member that never pulls its queue stands at the queue's end; positions of lines the run
+    did not have stay as they were (`timeline.Carried.kept_positions`)."""
+    from pyspark.sql import functions as F
+
+    carried = planned.carried
+    bases = carried.bases if carried is not None else {}
+    by_index = {p.index: p for p in planned.plans}
+    rows = []
+
+    def row(p: Plan, queue_id: int, next_offset: int, pulls: int) -> dict:
+        return {"dump_id": summary.dump_id, "consumer_group": p.group, "topic": p.topic,
+                "subscription_index": p.index, "member": p.member, "kept_by": p.kept_by, "queue_id": queue_id,
+                "next_offset": next_offset, "pulls": pulls + bases.get((p.index, queue_id), 0), "copy": copy}
+
+    for r in (out.where((F.col("kind") == PULL) & mine).groupBy("subscription_index", "queue_id")
+              .agg(F.max("next_begin_offset").alias("next_offset"), F.count(F.lit(1)).alias("pulls")).collect()):
+        rows.append(row(by_index[r.subscription_index], r.queue_id, r.next_offset, r.pulls))
+    for p in planned.plans:
+        if p.answer == NOT_SUBSCRIBED:
+            rows += [row(p, q, end, 0) for (t, q), end in sorted(summary.queue_ends.items())
+                     if t == p.topic and p.pulls(q)]
+    if carried is not None:
+        rows += [{**r, "dump_id": summary.dump_id} for r in carried.kept_positions]
+    return rows
+
+
+def _bases_df(spark: SparkSession, bases: dict[tuple[int, int], int]) -> DataFrame:
+    """(subscription_index, queue_id, base): the pulls a continued subscription already made on each queue."""
+    return spark.createDataFrame([(i, q, n) for (i, q), n in sorted(bases.items())],
+                                 "subscription_index int, queue_id int, base long")
 
 
 def _compare(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
@@ -860,10 +1035,21 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version,
                       version_line=inputs.version_line)
     summary.notes += inputs.store.issues
+    history = _is_history(spark, inputs)
+    if inputs.queues is None:
+        inputs = replace(inputs, queues=REBUILT if history else DUMP)
     messages, body_checks = _messages(spark, inputs)
     planned = _plan(inputs, summary, _cluster(spark, inputs))
+    planned.history = history
+    planned.previous = _previous(spark, inputs) if history else None
+    if planned.previous is not None and not _continue(spark, inputs, planned, planned.previous, summary):
+        spark.sparkContext.setJobDescription(None)
+        summary.seconds = time.monotonic() - t0
+        return summary
     topics = {p.topic for p in planned.all if p.ok or p.answer == NOT_SUBSCRIBED}
-    units = _queue_units(spark, inputs, topics, summary)
+    units = _queue_units(spark, inputs, topics, summary, planned.carried)
+    if planned.carried is not None:
+        messages = _messages_from(messages, units)
     ctx = _context(spark, inputs, planned, summary)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
     decisions = spark.sparkContext.accumulator(0)

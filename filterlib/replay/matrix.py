@@ -177,9 +177,11 @@ def replay_queue(filters: Sequence[tuple], width: int,
     codes = np.zeros((n, width), dtype=np.uint8)
     details, pulls, out_counts = [], [], {}
     for plan, position, f, start, batch_size, *rest in filters:
-        if f is None:
-            codes[:, position] = vocab.NEVER_PULLED_CODE
-            out_counts[plan] = counts(codes[:, position], sizes, np.zeros(0, np.int64), np.zeros(0, np.int8), False)
+        if f is None:  # from its start on (a broker's history continued: units past where the last run stood)
+            lo = min(max(0, start - min_offset), n)
+            codes[lo:, position] = vocab.NEVER_PULLED_CODE
+            out_counts[plan] = counts(codes[lo:, position], sizes[lo:], np.zeros(0, np.int64), np.zeros(0, np.int8),
+                                      False)
             continue
         cfg = dataclasses.replace(base, batch_size=batch_size)
         d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache, span,

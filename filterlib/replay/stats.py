@@ -40,14 +40,31 @@ def stats_rows(plans: Sequence[Plan], counts: Mapping[int, Mapping[str, int]], p
                "answer_remark": p.remark, "answer_cause": p.cause, "filter_class": p.filter_class, "start": start}
         for k in COUNT_FIELDS:
             row[k] = int(a.get(k) or 0)
-        negatives = row["bloom_miss"] + row["bloom_false_positives"]
-        row["bloom_fp_rate"] = row["bloom_false_positives"] / negatives if negatives else None
+        _rate(row)
         row["configured_fp_rate"] = error_rate_percent / 100.0
         row["subscription_position"] = positions[p.index]
         row.update(member=p.member, kept_by=p.kept_by, kept_type=p.kept_type, kept_expression=p.kept_expression,
                    owned_queues=None if p.queues is None else ",".join(map(str, p.queues)))
         rows.append(row)
     return rows
+
+
+def _rate(row: dict) -> None:
+    """The bloom false positive rate from the row's counts (None when no unit the bitmap could drop was tested)."""
+    negatives = row["bloom_miss"] + row["bloom_false_positives"]
+    row["bloom_fp_rate"] = row["bloom_false_positives"] / negatives if negatives else None
+
+
+def continued(previous: Mapping, row: dict) -> dict:
+    """A subscription's group_stats row after a run that continued it over a broker's history: this run's row
+    with the previous run's counts added (`queues`: each queue counted by the run that first pulled it), the rate
+    derived again, and where it came in force and from which start rule kept."""
+    out = dict(row)
+    for k in COUNT_FIELDS:
+        out[k] = int(previous.get(k) or 0) + int(row.get(k) or 0)
+    _rate(out)
+    out["since_copy"], out["start"] = previous.get("since_copy"), previous.get("start") or row.get("start")
+    return out
 
 
 def totals(counts: Mapping[int, Mapping[str, int]]) -> tuple[int, int, int]:
