@@ -7,6 +7,7 @@ The same holds for copies the reference harness takes of a real running DefaultM
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -215,7 +216,6 @@ def harness_copies(tmp_path_factory) -> dict:
     taken mid-write can hold it), and the store that kept everything: every commit log file at its newest version
     (from the store as the harness left it, else from the newest copy holding it: the files retention deleted, and
     the next file the store had preallocated, which its shutdown removed)."""
-    import json
 
     out = refharness.write_store(scenarios.history_scenario(3))
     report = json.loads((out / "report.json").read_text())
@@ -239,6 +239,86 @@ def harness_copies(tmp_path_factory) -> dict:
     expired = [c for c in report["copies"] if c["name"] == "expire"]
     return {"copies": copies, "whole": str(whole), "conf": conf, "torn": int(newest.name) + last,
             "expired": expired[0]}
+
+
+WINDOW_SUBS = [{"group": "G_TAG", "topic": scenarios.TOPIC, "type": "TAG", "expression": scenarios.TAG_EXPR},
+               {"group": "G_SQL", "topic": scenarios.TOPIC, "type": "SQL92", "expression": scenarios.SQL_EXPR},
+               {"group": "G_POSTED", "topic": scenarios.TOPIC, "type": "SQL92", "expression": scenarios.SQL_EXPR,
+                "path": "posted"}]
+"""The pulls held to the real ones window by window; at the third copy G_TAG's expression changes."""
+
+
+def _window(spark, wh: str, subs: list[dict], before: dict, stops: dict) -> tuple[dict, dict]:
+    """What job 2's last run over the history decided and pulled, per (group, queue): its units (offset, message,
+    outcome, bloom false positive, its pull counted from the run's first) and its pulls; `before`: the pulls each
+    (subscription, queue) had before the run, `stops`: where each group's pulls stood."""
+    from jobs import row_forms
+
+    current = {r.consumer_group: r.subscription_index for r in read_dump(spark, wh, "group_stats", "b")
+               .where("until_copy IS NULL").collect()}
+    units, calls = {}, {}
+    for s in subs:
+        i = current[s["group"]]
+        for d in (row_forms.pull_decisions(spark, wh, "b").where(f"subscription_index = {i}")
+                  .orderBy("queue_id", "queue_offset").collect()):
+            if d.queue_offset >= stops.get((s["group"], d.queue_id), 0):
+                units.setdefault((s["group"], d.queue_id), []).append(
+                    (d.queue_offset, d.commit_log_offset, d.outcome, d.bloom_false_positive,
+                     d.pull_index - before.get((i, d.queue_id), 0)))
+        for p in (read_dump(spark, wh, "pulls", "b").where(f"subscription_index = {i}")
+                  .orderBy("queue_id", "pull_index").collect()):
+            if p.pull_index >= before.get((i, p.queue_id), 0):
+                calls.setdefault((s["group"], p.queue_id), []).append(
+                    (p.request_offset, p.status, p.next_begin_offset, p.message_count, p.filter_message_count))
+    return units, calls
+
+
+@pytest.mark.reference
+def test_job2_continued_over_live_copies_equals_the_real_pull_of_each_window(spark, tmp_path, harness_copies
+                                                                              ) -> None:
+    """After each copy, job 2 continues: its new decisions and pulls are the real broker's pull over that copy
+    started where the previous window's pulls stopped (PROTOCOL.md, pull: startOffsets), G_TAG's changed
+    subscription from the third copy on included."""
+    from support.filters import HARNESS_OUTCOMES
+
+    from jobs import simulate_pull
+
+    h = harness_copies
+    sc = scenarios.history_scenario(3)
+    wh = str(tmp_path / "wh")
+    stops: dict[tuple[str, int], int] = {}
+    compared = 0
+    for k, name in enumerate(("c1", "c2", "c3")):
+        subs = [dict(s, expression="TagB || TagC") if k == 2 and s["group"] == "G_TAG" else s for s in WINDOW_SUBS]
+        path = tmp_path / f"subs-{name}.json"
+        path.write_text(json.dumps(subs))
+        before = {}
+        if k:
+            before = {(r.subscription_index, r.queue_id): r.pulls
+                      for r in read_dump(spark, wh, "pull_positions", "b").collect()}
+        assert _harness_job1(spark, str(h["copies"][name]), wh, h["conf"], "--broker", "b") == 0, name
+        assert simulate_pull.main(["--warehouse", wh, "--broker", "b", "--broker-conf", h["conf"],
+                                   "--subscriptions", str(path)], spark) == 0, name
+        truth = refharness.pull({"storeDir": str(h["copies"][name]), "broker": sc["broker"], "store": sc["store"],
+                                 "subscriptions": [dict(s, startOffsets={str(q): o for (g, q), o in stops.items()
+                                                                         if g == s["group"]}) for s in subs]})
+        units, calls = _window(spark, wh, subs, before, stops)
+        for s, t in zip(subs, truth["subscriptions"], strict=True):
+            assert t["answer"] == "OK", (name, s["group"], t)
+            for q in t["queues"]:
+                key = (s["group"], q["queueId"])
+                theirs = [(u["queueOffset"], u["commitLogOffset"], HARNESS_OUTCOMES.get(u["outcome"], u["outcome"]),
+                           u["bloomFalsePositive"], u["call"]) for u in q["units"]]
+                assert units.get(key, []) == theirs, (name, key)
+                their_calls = [(c["requestOffset"], c["status"], c["nextBeginOffset"], c["messageCount"],
+                                c["filterMessageCount"]) for c in q["calls"]]
+                assert calls.get(key, []) == their_calls, (name, key)
+                stops[key] = q["calls"][-1]["nextBeginOffset"]
+                compared += len(theirs)
+        mine = {(r.consumer_group, r.queue_id): r.next_offset for r in read_dump(spark, wh, "pull_positions", "b")
+                .collect()}
+        assert mine == stops, name
+    assert compared > 100
 
 
 def _harness_job1(spark, store: str, wh: str, conf: str, *extra: str) -> int:

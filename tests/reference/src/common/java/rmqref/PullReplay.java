@@ -129,7 +129,10 @@ final class PullReplay {
         }
         JSONArray queues = new JSONArray();
         for (int qid : queueIds(s, topic)) {
-            queues.add(queue(group, topic, qid, batchSize, sd, rec));
+            JSONObject starts = s.getJSONObject("startOffsets");
+            long start = starts != null && starts.containsKey(String.valueOf(qid))
+                ? starts.getLongValue(String.valueOf(qid)) : 0L;
+            queues.add(queue(group, topic, qid, batchSize, sd, rec, start));
         }
         row.put("queues", queues);
         return row;
@@ -143,7 +146,7 @@ final class PullReplay {
     }
 
     private JSONObject queue(String group, String topic, int qid, int batchSize, Subscription sd,
-        PullRecordingFilter rec) throws Exception {
+        PullRecordingFilter rec, long start) throws Exception {
         long min = b.store.getMinOffsetInQueue(topic, qid);
         long max = b.store.getMaxOffsetInQueue(topic, qid);
         TreeMap<Long, JSONObject> units = b.units(topic, qid, min, max);
@@ -155,7 +158,7 @@ final class PullReplay {
         JSONArray calls = new JSONArray();
         JSONArray unitRows = new JSONArray();
         JSONArray messages = new JSONArray();
-        long offset = 0;
+        long offset = start;
         for (int call = 0; call < 1_000_000; call++) {
             rec.reset();
             GetMessageResult r = b.store.getMessage(group, topic, qid, offset, batchSize, rec);
