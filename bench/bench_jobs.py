@@ -121,6 +121,8 @@ def _job2(spark, marks: LogMarks, store: str, warehouse: str, dump_id: str, subs
     cpu.stop()
     ok = [p for p in summary.plans if p.ok]
     assert len(ok) == len(summary.plans) == PULL_GROUPS, [(p.group, p.answer) for p in summary.plans]
+    if any(n.startswith("nothing new since job 2's last run") for n in summary.notes):
+        return {"seconds": seconds, "decisions": 0, "nothing_new": True, "cpu": cpu}
     stages, _ = spark_jobs(spark.sparkContext, after)
     return {"seconds": seconds, "decisions": summary.decisions, "delivered": summary.delivered,
             "pulls": summary.pulls, "steps": marks.steps(t0 + seconds), "stages": stages, "cpu": cpu}
@@ -236,20 +238,30 @@ def _older_copy(store: str, keep: int) -> str:
     return str(dest)
 
 
-def _history(spark, marks: LogMarks, store: str, fresh: dict, per_msg: float, floor: dict, cores: int) -> None:
+def _history(spark, marks: LogMarks, store: str, fresh: dict, per_msg: float, floor: dict, cores: int,
+             subs: str | None) -> dict:
     """Issue 26's cost: the large store's last file appended (--broker) to a history of its other files, against a
     fresh run of the mid store (the same size as the increment); then the same copy again (nothing new) against
-    the floor."""
+    the floor. With `subs`, job 2 after each job 1 run, continuing: its runs are returned, to be set against job 2's
+    fresh runs."""
     files = len(os.listdir(os.path.join(store, "commitlog")))
     if files < 2:
         print("history: the large dump has one file; no increment to measure", flush=True)
-        return
+        return {}
     wh = _scratch("history")
     older = _older_copy(store, files - 1)
+    pulls = {}
     base = _job1(spark, marks, older, wh, "bench-history", name="--broker")
+    if subs:
+        pulls["base"] = _job2(spark, marks, older, wh, "bench-history", subs)
     inc = _job1(spark, marks, store, wh, "bench-history", name="--broker")
+    if subs:
+        pulls["inc"] = _job2(spark, marks, store, wh, "bench-history", subs)
     again = _job1(spark, marks, store, wh, "bench-history", name="--broker")
     assert again.get("nothing_new"), again
+    if subs:
+        pulls["again"] = _job2(spark, marks, store, wh, "bench-history", subs)
+        assert pulls["again"].get("nothing_new"), pulls["again"]
     inc_marginal = (inc["seconds"] - floor["seconds"]) / max(1, inc["records"])
     print(f"history (K=32): a {files - 1}-file history ({base['records']:,} records, {base['seconds']:.1f} s), "
           f"then a copy adding its last file: {inc['records']:,} records in {inc['seconds']:.1f} s, against a fresh "
@@ -261,6 +273,22 @@ def _history(spark, marks: LogMarks, store: str, fresh: dict, per_msg: float, fl
     _report_run(f"history increment ({inc['records']:,} records)", inc)
     shutil.rmtree(wh, ignore_errors=True)
     shutil.rmtree(older, ignore_errors=True)
+    return pulls
+
+
+def _history_pull(pulls: dict, fresh: dict, per_decision: float, floor: dict, cores: int) -> None:
+    """Job 2's continued run over the history's increment against a fresh replay of the same size, and the run
+    with nothing new against job 2's floor."""
+    base, inc, again = pulls["base"], pulls["inc"], pulls["again"]
+    inc_marginal = (inc["seconds"] - floor["seconds"]) / max(1, inc["decisions"])
+    print(f"history job 2: the history's first run {base['decisions']:,} decisions in {base['seconds']:.1f} s; "
+          f"continued over the increment: {inc['decisions']:,} decisions in {inc['seconds']:.1f} s against a fresh "
+          f"replay of the same size {fresh['seconds']:.1f} s ({fresh['decisions']:,} decisions; "
+          f"{inc['seconds'] / fresh['seconds']:.2f}x); above the floor {1 / inc_marginal / cores / 1e6:.2f} M "
+          f"decisions/s per core against the marginal {1 / per_decision / cores / 1e6:.2f} M "
+          f"({per_decision / inc_marginal:.2f}x); again with nothing new {again['seconds']:.1f} s against the floor "
+          f"{floor['seconds']:.1f} s", flush=True)
+    _report_run(f"history job 2 increment ({inc['decisions']:,} decisions)", inc)
 
 
 def _marginal(small: dict, large: dict, what: str) -> float:
@@ -330,6 +358,8 @@ def main() -> None:
         spark.profile.clear()
 
     pull_wh: dict[str, str] = {}
+    history_pulls: dict = {}
+    subs = _subscriptions(str(CACHE / "jobs-wh" / "subs.json"), k_pull) if do_pull else None
     for k in ks:  # interleaved, so a busy spell on the machine hits job and broker alike
         broker = _rebuild(jobs_dump.store_root(dumps["mid"][0], k), k, repeats)
         runs = {}
@@ -354,7 +384,8 @@ def main() -> None:
             _report_run(f"job 1 K={k} {name} ({runs[name]['records']:,} records, {runs[name]['bitmaps']:,} "
                         f"bitmaps)", runs[name])
         if k == k_pull and do_history:
-            _history(spark, marks, jobs_dump.store_root(dumps["large"][0], k), runs["mid"], per_msg, floor1, cores)
+            history_pulls = _history(spark, marks, jobs_dump.store_root(dumps["large"][0], k), runs["mid"], per_msg,
+                                     floor1, cores, subs if do_pull else None)
     if do_bodies:
         runs = {}
         for name in ("mid", "large"):
@@ -368,7 +399,6 @@ def main() -> None:
               f"{runs['large']['seconds']:.1f} s", flush=True)
 
     if do_pull and pull_wh:
-        subs = _subscriptions(str(CACHE / "jobs-wh" / "subs.json"), k_pull)
         runs = {}
         for name in ("mid", "large"):
             runs[name] = _job2(spark, marks, jobs_dump.store_root(dumps[name][0], k_pull), pull_wh[name],
@@ -388,6 +418,8 @@ def main() -> None:
             _report_run(f"job 2 {name} ({r['decisions']:,} decisions, {r['delivered']:,} delivered, "
                         f"{r['pulls']:,} pulls)", r)
         print(f"      bench_pull: {core_text}", flush=True)
+        if history_pulls:
+            _history_pull(history_pulls, runs["mid"], per_decision, floor2, cores)
     spark.stop()
     shutil.rmtree(CACHE / "jobs-wh", ignore_errors=True)
 

@@ -7,7 +7,8 @@ Job 1 (build_queues) and job 2 (simulate_pull) run on demo/dump with demo/broker
 into <out>/warehouse; their summaries are printed, then explain answers for three telling units (a tag-hash
 collision, a SQL92 evaluation error, a bloom false positive), each with the command that prints it, and where
 the tables and the HTML report are. Last, two copies of the dump as a running broker's daily copies
-(`demo.copies`) are appended to the history of broker-a (job 1 --broker), and the first is given again. The same
+(`demo.copies`) are appended to the history of broker-a (job 1 --broker), job 2 continuing over each, and the
+first is given again. The same
 calls as the entry points, one JVM instead of five.
 """
 
@@ -90,14 +91,22 @@ def run(spark, out: Path) -> str:
 
 
 def _history(spark, out: Path, warehouse: str) -> None:
-    """Two copies of the dump appended to broker-a's history, then the older one again (nothing new)."""
+    """Two copies of the dump appended to broker-a's history, job 2 continuing after each, then the older copy
+    again (nothing new)."""
     copies = make_copies(DEMO / "dump", out / "copies")
-    for store in (*copies, copies[0]):
+    for i, store in enumerate((*copies, copies[0])):
         args = ["--store", str(store), "--broker-conf", str(DEMO / "broker.conf"), "--warehouse", warehouse,
                 "--broker", "broker-a"]
         _rule("history: python -m jobs.build_queues " + " ".join(args))
         for line in build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args))).lines():
             if not line.startswith(("table ", "message bodies", "broker version", "SQL92 filters for")):
+                print(line)
+        if i == len(copies):
+            break
+        args = ["--warehouse", warehouse, "--broker", "broker-a", "--subscriptions", str(DEMO / "subscriptions.json")]
+        _rule("history: python -m jobs.simulate_pull " + " ".join(args))
+        for line in simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(args))).lines():
+            if line.startswith(("note: history", "decisions ")):
                 print(line)
 
 

@@ -234,7 +234,7 @@ def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
             sub = next(s for s in subs if s["subscription_index"] == d["subscription_index"])
             retry = evaluated_filter(d, m, filters)
             out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m, retry,
-                                                         version)]
+                                                         version, subs)]
     return out
 
 

@@ -1,6 +1,7 @@
 """A broker's history in the warehouse (job 1 with --broker): the state its last complete run left (dump_files at
 the pinned version, the history's end and last record), and a new copy checked against it record by record at the
-check points before anything is appended (`filterlib.rebuild.history`)."""
+check points before anything is appended (`filterlib.rebuild.history`); and the state job 2's last complete run
+over it left, which the next run continues (`filterlib.replay.timeline`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from filterlib.rebuild.history import CHECKED, HistoryEnd, Span, copy_spans, his
 from filterlib.store.scan import RangeScan, ScanOptions
 from filterlib.store.storedir import MappedFile
 from jobs.delta_io import table_path
-from jobs.runs import pinned_versions, read_dump
+from jobs.runs import last_run, pinned_versions, read_dump
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,3 +112,46 @@ def spans_of(spark: SparkSession, warehouse: str, dump_id: str | None) -> dict[s
     for r in df.select("dump_id", "first_offset", "to_offset", "store", "built_at").collect():
         rows.setdefault(r.dump_id, []).append(r.asDict())
     return {d: copy_spans(rs) for d, rs in rows.items()}
+
+
+def is_history(spark: SparkSession, warehouse: str, dump_id: str) -> bool:
+    """Whether job 1 built the dump as a broker's history (`--broker`: its copies table has rows of it)."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, table_path(warehouse, "copies")):
+        return False
+    return bool(read_dump(spark, warehouse, "copies", dump_id).limit(1).count())
+
+
+@dataclass
+class Previous:
+    """Job 2's last complete run over a broker's history: its group_stats and pull_positions rows, the versions of
+    every table it committed (what the next run appends to), the versions of job 1's tables it read, and whether
+    job 1 began the history again (--replace) since."""
+
+    stats: list[dict]
+    positions: list[dict]
+    versions: dict[str, int]
+    inputs: dict[str, int]
+    begun_again: bool = False
+
+
+CONTINUED = ("pull_decisions", "decision_details", "pulls", "group_stats", "pull_positions")
+"""The tables a run over a broker's history continues from (a previous run lacking one is replayed anew)."""
+
+
+def last_pull_run(spark: SparkSession, warehouse: str, broker: str, job: str) -> Previous | None:
+    """Job 2's (`job`) last complete run over the history of `broker`; None when there is none that wrote every
+    table a run continues from."""
+    from pyspark.sql import functions as F
+
+    versions = pinned_versions(spark, warehouse, broker)
+    last = last_run(spark, warehouse, broker, job)
+    if last is None or any(t not in versions for t in CONTINUED):
+        return None
+    begun = read_dump(spark, warehouse, "copies", broker).agg(F.min("built_at")).first()[0]
+    if begun is not None and begun > last["finished_at"]:
+        return Previous([], [], versions, {}, begun_again=True)
+    stats = [r.asDict() for r in read_dump(spark, warehouse, "group_stats", broker).drop("dump_id").collect()]
+    positions = [r.asDict() for r in read_dump(spark, warehouse, "pull_positions", broker).drop("dump_id").collect()]
+    return Previous(stats, positions, versions, dict(last.get("inputs") or {}))

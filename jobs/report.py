@@ -48,7 +48,7 @@ STATS_FIELDS = ["consumer_group", "topic", "subscription_index", "subscription_t
                 "answer", "answer_remark", "answer_cause", "units_scanned", *(o.column for o in vocab.PIPELINE_ORDER),
                 "tag_collisions", "bloom_tested", "bloom_false_positives", "bloom_fp_rate", "configured_fp_rate",
                 "pulls", "empty_pulls", "bytes_delivered", "bytes_filtered_on_broker", "member", "kept_by", "kept_type",
-                "kept_expression", "owned_queues"]
+                "kept_expression", "owned_queues", "since_copy", "until_copy"]
 FILE_FIELDS = ["path", "kind", "file_base", "size", "records", "decoded_bytes", "blank_bytes", "zero_tail_bytes",
                "damaged_bytes", "valid_end", "end_kind", "damage_offset", "damage_global_offset", "damage_length",
                "damage_reason", "splits", "whole_file_fallback"]

@@ -122,12 +122,23 @@ def _light(color: str) -> bool:
 
 
 def group_label(g: Mapping[str, Any]) -> str:
+    return _label(g) + (f" (until the copy {g['until_copy']})" if g.get("until_copy") else "")
+
+
+def _label(g: Mapping[str, Any]) -> str:
     if g.get("member") is not None:
         if g.get("answer") == NOT_SUBSCRIBED:
             return f"{g['consumer_group']} {g['member']} [not subscribed; kept {g.get('kept_by')}]"
         return f"{g['consumer_group']} {g['member']} [{g.get('subscription_type') or 'TAG'} " \
                f"{g.get('expression') or '*'}; kept {g.get('kept_by')}]"
     return f"{g['consumer_group']} [{g.get('subscription_type') or 'TAG'} {g.get('expression') or '*'}]"
+
+
+def in_force(g: Mapping[str, Any]) -> str:
+    """When over a broker's history the subscription was in force (nothing for one in force from its first run)."""
+    if g.get("until_copy"):
+        return f"; in force from the copy {g.get('since_copy')} until the copy {g['until_copy']}"
+    return ""
 
 
 def _shown(g: Mapping[str, Any]) -> bool:
@@ -225,7 +236,7 @@ def _outcomes(groups: Sequence[Mapping[str, Any]]) -> str:
                 attrs["note"] = f"not pulled: {g['answer']}"
             segs = [(o, int(g.get(col) or 0), c) for o, col, c in OUTCOMES] if _shown(g) else []
             rows.append((group_label(g), f"{g['consumer_group']} on {topic}: {g.get('subscription_type')} "
-                         f"{g.get('expression')} ({g.get('path')}, {g.get('source')})", segs, attrs))
+                         f"{g.get('expression')} ({g.get('path')}, {g.get('source')}{in_force(g)})", segs, attrs))
         out.append(f'<h3>Topic <code>{esc(topic)}</code></h3>')
         out.append(stacked_bars(f"Outcomes of the subscriptions to {topic}", rows))
     headers = [("group", False), ("topic", False), ("subscription", False), ("answer", False),
@@ -233,7 +244,7 @@ def _outcomes(groups: Sequence[Mapping[str, Any]]) -> str:
     rows_html, classes = [], []
     for g in groups:
         ok = g["answer"] == "OK"
-        sub = f"{g.get('subscription_type')} {g.get('expression')} ({g.get('path')}, {g.get('source')})"
+        sub = f"{g.get('subscription_type')} {g.get('expression')} ({g.get('path')}, {g.get('source')}{in_force(g)})"
         attrs = f' data-group="{esc(g["consumer_group"])}" data-topic="{esc(g["topic"])}"'
         cells = [f"<td{attrs}>{esc(g['consumer_group'])}</td>", _td(g["topic"]), f'<td class="sub">{esc(sub)}</td>',
                  _td(g["answer"]),

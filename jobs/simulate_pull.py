@@ -80,6 +80,7 @@ from jobs.cli import (
 from jobs.delta_files import commit_dump, file_target
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
+from jobs.history import Previous, is_history, last_pull_run
 from jobs.progress import progress
 from jobs.pull_tasks import (
     COUNT,
@@ -98,7 +99,7 @@ from jobs.pull_tasks import (
     replay_queues,
     what_if_changes,
 )
-from jobs.runs import JOB1_TABLES, last_run, pinned_version, pinned_versions, read_dump, record_run
+from jobs.runs import JOB1_TABLES, pinned_version, read_dump, record_run
 from jobs.schemas import spark_ddl, table_ddl
 
 if TYPE_CHECKING:
@@ -660,42 +661,17 @@ class Planned:
         return min((c.index for c in self.candidates), default=max((p.index for p in self.plans), default=-1) + 1)
 
 
-@dataclass
-class Previous:
-    """Job 2's last complete run over a broker's history: its group_stats and pull_positions rows, the versions of
-    every table it committed (what this run appends to) and of job 1's tables it read."""
-
-    stats: list[dict]
-    positions: list[dict]
-    versions: dict[str, int]
-    inputs: dict[str, int]
-
-
-CONTINUED = ("pull_decisions", "decision_details", "pulls", "group_stats", "pull_positions")
-"""The tables a run over a broker's history continues from (a previous run lacking one is replayed anew)."""
-
-
-def _is_history(spark: SparkSession, inputs: Inputs) -> bool:
-    """Whether job 1 built the dump as a broker's history (`--broker`: its copies table has rows of it)."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, table_path(inputs.warehouse, "copies")):
-        return False
-    return bool(read_dump(spark, inputs.warehouse, "copies", inputs.dump_id).limit(1).count())
-
-
-def _previous(spark: SparkSession, inputs: Inputs) -> Previous | None:
-    """Job 2's last complete run over this history, to continue from; None without one (or with --restart)."""
+def _previous(spark: SparkSession, inputs: Inputs, summary: Summary) -> Previous | None:
+    """Job 2's last complete run over this history, to continue from (`jobs.history.last_pull_run`); None without
+    one, or with --restart, or when job 1 began the history again since (--replace): then it is replayed whole."""
     if inputs.restart:
         return None
-    versions = pinned_versions(spark, inputs.warehouse, inputs.dump_id)
-    if any(t not in versions for t in CONTINUED):
+    previous = last_pull_run(spark, inputs.warehouse, inputs.dump_id, PROG)
+    if previous is not None and previous.begun_again:
+        summary.notes.append(f"job 1 began the history of {inputs.dump_id} again (--replace) after job 2's last "
+                             f"run: replayed whole from the {inputs.start} offset")
         return None
-    wh, dump = inputs.warehouse, inputs.dump_id
-    stats = [r.asDict() for r in read_dump(spark, wh, "group_stats", dump).drop("dump_id").collect()]
-    positions = [r.asDict() for r in read_dump(spark, wh, "pull_positions", dump).drop("dump_id").collect()]
-    last = last_run(spark, wh, dump, PROG)
-    return Previous(stats, positions, versions, dict((last or {}).get("inputs") or {}))
+    return previous
 
 
 def _copy_name(inputs: Inputs) -> str:
@@ -1035,13 +1011,13 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     summary = Summary(inputs.dump_id, start=inputs.start, broker_version=inputs.broker_version,
                       version_line=inputs.version_line)
     summary.notes += inputs.store.issues
-    history = _is_history(spark, inputs)
+    history = is_history(spark, inputs.warehouse, inputs.dump_id)
     if inputs.queues is None:
         inputs = replace(inputs, queues=REBUILT if history else DUMP)
     messages, body_checks = _messages(spark, inputs)
     planned = _plan(inputs, summary, _cluster(spark, inputs))
     planned.history = history
-    planned.previous = _previous(spark, inputs) if history else None
+    planned.previous = _previous(spark, inputs, summary) if history else None
     if planned.previous is not None and not _continue(spark, inputs, planned, planned.previous, summary):
         spark.sparkContext.setJobDescription(None)
         summary.seconds = time.monotonic() - t0

@@ -7,6 +7,7 @@ nothing; a new group starts by --from over the units the history holds."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,14 +25,30 @@ DECISION = ["consumer_group", "topic", "subscription_index", "queue_id", "queue_
             "outcome", "layer", "reason", "cq_reason", "detail", "sql_value", "bloom_tested", "bloom_false_positive"]
 
 
+CHANGED = "order-tag-consumer"
+OLD_EXPR = next(s["expression"] for s in SUBS if s["group"] == CHANGED and s["topic"] == "TradeOrder")
+NEW_EXPR = "OrderPaid || OrderCancelled"
+THIRD = [dict(s, expression=NEW_EXPR) if (s["group"], s["topic"]) == (CHANGED, "TradeOrder") else s
+         for s in SUBS if s["group"] != "refund-tracker"] + [
+    {"group": "late-joiner", "topic": "PaymentEvents", "type": "TAG", "expression": "*"}]
+"""The subscriptions at the third copy: order-tag-consumer's TradeOrder one changed, refund-tracker gone,
+late-joiner new."""
+
+
+def _subs(path: Path, rows: list[dict]) -> str:
+    path.write_text(json.dumps(rows))
+    return str(path)
+
+
 def job2(spark, wh: str, subs: str | None = None, *extra: str) -> int:
     return simulate_pull.main(["--warehouse", wh, "--broker", "b", "--broker-conf", str(DEMO / "broker.conf"),
                                "--subscriptions", subs or str(DEMO / "subscriptions.json"), *extra], spark)
 
 
-def decisions(spark, wh: str) -> list[tuple]:
+def decisions(spark, wh: str, below: int | None = None) -> list[tuple]:
+    """The decisions of the history (of its subscriptions below index `below`), sorted."""
     rows = row_forms.pull_decisions(spark, wh, "b").select(*DECISION).collect()
-    return sorted(tuple(r) for r in rows)
+    return sorted(tuple(r) for r in rows if below is None or r.subscription_index < below)
 
 
 def copies(tmp: Path) -> list[str]:
@@ -44,28 +61,35 @@ def copies(tmp: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def whole(spark, tmp_path_factory) -> str:
-    """Job 1 and job 2 once over the whole demo store, replayed as job 2 replays a history (job 1's queues)."""
-    wh = str(tmp_path_factory.mktemp("whole-pull"))
+    """Job 1 and job 2 once over the whole demo store, replayed as job 2 replays a history (job 1's queues): the
+    demo's subscriptions (indices 0-9, as in the history), then THIRD's changed and new ones."""
+    tmp = tmp_path_factory.mktemp("whole-pull")
+    wh = str(tmp / "wh")
     assert job1(spark, str(DEMO / "dump"), wh, "--dump-id", "b") == 0
-    assert job2(spark, wh, None, "--queues", "rebuilt") == 0
+    both = SUBS + [s for s in THIRD if s not in SUBS]
+    assert job2(spark, wh, _subs(tmp / "both.json", both), "--queues", "rebuilt") == 0
     return wh
 
 
 @pytest.fixture(scope="module")
 def run_by_run(spark, tmp_path_factory) -> dict:
-    """Job 1 then job 2 after each of the three copies, job 2 continuing; what each job 2 run said and wrote."""
+    """Job 1 then job 2 after each of the three copies, job 2 continuing; the warehouse as the second copy's runs
+    left it is kept aside (`after_c2`) for the changed subscriptions."""
     tmp = tmp_path_factory.mktemp("history-pull")
     wh = str(tmp / "wh")
-    said, versions = [], []
-    for c in copies(tmp):
+    versions = []
+    made = copies(tmp)
+    for i, c in enumerate(made):
         assert job1(spark, c, wh, "--broker", "b") == 0
         assert job2(spark, wh) == 0
         versions.append(last_version(spark, table_path(wh, "pull_decisions")))
-    return {"wh": wh, "said": said, "versions": versions}
+        if i == 1:
+            shutil.copytree(wh, tmp / "after_c2")
+    return {"wh": wh, "versions": versions, "copies": made, "after_c2": str(tmp / "after_c2")}
 
 
 def test_three_runs_decide_every_unit_once_as_one_replay_of_the_whole_store(spark, whole, run_by_run) -> None:
-    mine, truth = decisions(spark, run_by_run["wh"]), decisions(spark, whole)
+    mine, truth = decisions(spark, run_by_run["wh"]), decisions(spark, whole, len(SUBS))
     assert len(mine) == len(truth) and mine == truth
     keys = [r[:5] for r in mine]
     assert len(keys) == len(set(keys))  # one decision per (subscription, unit): no unit decided twice
@@ -75,7 +99,7 @@ def test_the_history_counts_add_up_and_its_pulls_continue(spark, whole, run_by_r
     wh = run_by_run["wh"]
     stats = {r.subscription_index: r.asDict() for r in read_dump(spark, wh, "group_stats", "b").collect()}
     truth = {r.subscription_index: r.asDict() for r in read_dump(spark, whole, "group_stats", "b").collect()}
-    assert stats.keys() == truth.keys()
+    assert set(stats) == set(range(len(SUBS)))
     for i, row in stats.items():
         for col in ("units_scanned", "bytes_delivered", "queues", *vocab.OUTCOME_COLUMNS.values()):
             assert row[col] == truth[i][col], (row["consumer_group"], col)
@@ -119,41 +143,18 @@ def test_each_run_appends_only_its_new_decisions(spark, whole, run_by_run) -> No
         "subscription_index", "queue_id").count().agg({"count": "max"}).first()[0] == 1
 
 
-CHANGED = "order-tag-consumer"
-OLD_EXPR = next(s["expression"] for s in SUBS if s["group"] == CHANGED and s["topic"] == "TradeOrder")
-NEW_EXPR = "OrderPaid || OrderCancelled"
-
-
-def _subs(path: Path, rows: list[dict]) -> str:
-    path.write_text(json.dumps(rows))
-    return str(path)
-
-
 @pytest.fixture(scope="module")
-def changed(spark, tmp_path_factory) -> dict:
-    """The same three copies; at the third, order-tag-consumer's TradeOrder subscription changes, refund-tracker is
-    gone and late-joiner subscribes PaymentEvents; and the truth: both order-tag-consumer subscriptions, and
-    late-joiner, replayed once over the whole store."""
+def changed(spark, tmp_path_factory, whole, run_by_run) -> dict:
+    """The history as the second copy's runs left it, then the third copy with THIRD's subscriptions; the truth is
+    `whole`, which replayed every one of them over the whole store."""
     tmp = tmp_path_factory.mktemp("history-changed")
-    third = [dict(s, expression=NEW_EXPR) if (s["group"], s["topic"]) == (CHANGED, "TradeOrder") else s
-             for s in SUBS if s["group"] != "refund-tracker"]
-    third.append({"group": "late-joiner", "topic": "PaymentEvents", "type": "TAG", "expression": "*"})
-    files = [None, None, _subs(tmp / "third.json", third)]
     wh = str(tmp / "wh")
-    stops = None
-    made = copies(tmp)
-    for i, c in enumerate(made):
-        assert job1(spark, c, wh, "--broker", "b") == 0
-        assert job2(spark, wh, files[i]) == 0
-        if i == 1:
-            stops = {(r.topic, r.queue_id): r.next_offset for r in read_dump(spark, wh, "pull_positions", "b")
-                     .where(f"consumer_group = '{CHANGED}'").collect()}
-    truth = str(tmp / "truth")
-    both = SUBS + [dict(s, expression=NEW_EXPR) for s in SUBS if (s["group"], s["topic"]) == (CHANGED, "TradeOrder")]
-    both.append(third[-1])
-    assert job1(spark, str(DEMO / "dump"), truth, "--dump-id", "b") == 0
-    assert job2(spark, truth, _subs(tmp / "both.json", both), "--queues", "rebuilt") == 0
-    return {"wh": wh, "truth": truth, "stops": stops, "copies": made}
+    shutil.copytree(run_by_run["after_c2"], wh)
+    stops = {(r.topic, r.queue_id): r.next_offset for r in read_dump(spark, wh, "pull_positions", "b")
+             .where(f"consumer_group = '{CHANGED}'").collect()}
+    assert job1(spark, run_by_run["copies"][2], wh, "--broker", "b") == 0
+    assert job2(spark, wh, _subs(tmp / "third.json", THIRD)) == 0
+    return {"wh": wh, "truth": whole, "stops": stops, "copies": run_by_run["copies"]}
 
 
 def _by_expression(spark, wh: str, group: str) -> dict[str, set]:
@@ -192,7 +193,66 @@ def test_a_changed_subscription_decides_from_the_copy_it_changed_at(spark, chang
                                                                       if k[0] == "TradeOrder"}
 
 
+def test_the_report_reads_the_whole_history_and_says_when_each_subscription_was_in_force(spark, changed) -> None:
+    from jobs import report
+    from jobs.report_html import render
+
+    data = report.collect(spark, changed["wh"], "b")
+    old = next(g for g in data["groups"] if g["consumer_group"] == CHANGED and g["expression"] == OLD_EXPR)
+    c1, _c2, c3 = changed["copies"]
+    assert (old["since_copy"], old["until_copy"]) == (c1, c3)
+    page = render(data)
+    assert f"in force from the copy {c1} until the copy {c3}" in page
+    assert f"{CHANGED} on TradeOrder: TAG {OLD_EXPR} (registered, subscriptions; in force from the copy {c1} until " \
+           f"the copy {c3})" in page  # the outcome bars' label
+
+
 def test_a_new_group_on_a_history_starts_from_the_earliest_unit_it_holds(spark, changed) -> None:
     mine = _by_expression(spark, changed["wh"], "late-joiner")["*"]
     truth = _by_expression(spark, changed["truth"], "late-joiner")["*"]
     assert mine == truth and len(mine) > 0
+
+
+def test_explain_says_which_subscription_and_copies_decided(spark, changed) -> None:
+    from jobs import explain
+
+    wh, stops = changed["wh"], changed["stops"]
+    (topic, qid), stop = min((k, v) for k, v in stops.items() if k[0] == "TradeOrder")
+    old = (row_forms.pull_decisions(spark, wh, "b").where(f"consumer_group = '{CHANGED}'")
+           .where(f"topic = '{topic}' AND queue_id = {qid} AND queue_offset < {stop}").orderBy("queue_offset").first())
+    args = ["--warehouse", wh, "--broker", "b", "--group", CHANGED, "--queue", f"{topic}:{qid}:{old.queue_offset}"]
+    text = "\n".join(explain.answer(spark, explain.validate(explain.parser().parse_args(args))).lines())
+    c1, _c2, c3 = changed["copies"]
+    assert (f"decided under TAG `{OLD_EXPR}` (in force from the copy {c1} until the copy {c3}); the group subscribes "
+            f"TAG `{NEW_EXPR}` since the copy {c3}") in text
+    args[-1] = f"{topic}:{qid}:{stop}"
+    text = "\n".join(explain.answer(spark, explain.validate(explain.parser().parse_args(args))).lines())
+    assert f"decided under TAG `{NEW_EXPR}` (in force from the copy {c3} on)" in text
+
+
+def test_what_if_on_a_continued_history_is_refused_and_restart_replays_it_whole(spark, changed, capsys) -> None:
+    wh = changed["wh"]
+    before = last_version(spark, table_path(wh, "pull_decisions"))
+    assert job2(spark, wh, None, "--what-if", "vip-orders=SQL92:level >= 3") == 2
+    assert "on a broker's history that continues, run it with --restart" in capsys.readouterr().err
+    assert last_version(spark, table_path(wh, "pull_decisions")) == before
+    assert job2(spark, wh, None, "--restart") == 0
+    stats = read_dump(spark, wh, "group_stats", "b").collect()
+    assert all(r.until_copy is None for r in stats) and len(stats) == len(SUBS)
+    keys = [r[:5] for r in decisions(spark, wh)]
+    assert len(keys) == len(set(keys))
+
+
+def test_a_history_begun_again_by_job1_is_replayed_whole(spark, tmp_path, capsys) -> None:
+    c1, c2, _c3 = copies(tmp_path)
+    wh = str(tmp_path / "wh")
+    assert job1(spark, c1, wh, "--broker", "b") == 0
+    assert job2(spark, wh) == 0
+    assert job1(spark, c2, wh, "--broker", "b", "--replace") == 0
+    capsys.readouterr()
+    assert job2(spark, wh) == 0
+    assert "job 1 began the history of b again (--replace) after job 2's last run" in capsys.readouterr().out
+    stats = read_dump(spark, wh, "group_stats", "b").collect()
+    assert {r.since_copy for r in stats} == {c2} and all(r.until_copy is None for r in stats)
+    pulls = read_dump(spark, wh, "pulls", "b").where("pull_index = 0").collect()
+    assert pulls and all(p.request_offset == 0 for p in pulls)
