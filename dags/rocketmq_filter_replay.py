@@ -233,11 +233,12 @@ BROKER_DOC_MD = f"""
 
 Each run appends the broker's store copy of its logical date to the broker's history in the warehouse
 (**build_queues** `--broker`: only the records past the history's end are decoded, after checking that the copy
-continues the history; docs/history.md), then **simulate_pull** replays the history's queues (`--dump-id` the
-broker, `--queues rebuilt`). Runs follow each other in logical-date order: catch-up is on, one run at a time
-(`max_active_runs=1`), and a day's build_queues waits for the day before's (`depends_on_past`). A copy with
-nothing new (the same or an older copy) ends green, and its log says "nothing new"; a copy that does not continue
-the history (a wiped store, another broker's copy) fails in one sentence, and the later days wait.
+continues the history; docs/history.md), then **simulate_pull** continues its last run over the history's new units
+(`--dump-id` the broker, `--queues rebuilt`): each subscription's pulls go on where they stopped, and one changed in
+the day's subscriptions decides from that copy on. Runs follow each other in logical-date order: catch-up is on, one
+run at a time (`max_active_runs=1`), and a day's build_queues waits for the day before's (`depends_on_past`). A copy
+with nothing new (the same or an older copy) ends green, and its log says "nothing new"; a copy that does not
+continue the history (a wiped store, another broker's copy) fails in one sentence, and the later days wait.
 
 **Run params**: `store` (default knob `copy_store`, `{{broker}}` and `{{ds_nodash}}` replaced), `warehouse`,
 `broker_conf`, `subscriptions`, `pull_from`, `queues` (default `rebuilt`), as in `{DAG_ID}`.

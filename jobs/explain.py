@@ -213,6 +213,7 @@ def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
     filters = {(r.topic, r.consumer_group): r.asDict() for r in _table(spark, inputs, "consumer_filters", dump_id)
                .where(F.col("consumer_group") == inputs.group).collect()}
     version = _broker_version(spark, inputs, dump_id)
+    copies = _copies(spark, inputs, dump_id) if any(s.get("until_copy") for s in subs) else []
     by_offset = {r["commit_log_offset"]: r for r in rows}
     bodies = _body_lines(spark, inputs, dump_id, rows)
     decisions = [r.asDict() for r in row_forms.pull_decisions(spark, inputs.warehouse, dump_id,
@@ -234,7 +235,7 @@ def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
             sub = next(s for s in subs if s["subscription_index"] == d["subscription_index"])
             retry = evaluated_filter(d, m, filters)
             out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m, retry,
-                                                         version, subs)]
+                                                         version, subs, copies)]
     return out
 
 
@@ -303,6 +304,12 @@ def _read_back(dump: Any, where: str | None, need: list[int]) -> dict[int, str]:
         else:
             out[stored.offset] = _body_line(stored, f"read from the store {where}")
     return out
+
+
+def _copies(spark: SparkSession, inputs: Inputs, dump_id: str) -> list[dict]:
+    """The history's copies rows (store, from_offset, to_offset, built_at): which copy's run decided a unit."""
+    return [r.asDict() for r in _table(spark, inputs, "copies", dump_id)
+            .select("store", "from_offset", "to_offset", "built_at").collect()]
 
 
 def _never_scanned(m: dict, subs: list[dict], has_unit: bool) -> list[str]:

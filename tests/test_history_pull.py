@@ -223,11 +223,13 @@ def test_explain_says_which_subscription_and_copies_decided(spark, changed) -> N
     args = ["--warehouse", wh, "--broker", "b", "--group", CHANGED, "--queue", f"{topic}:{qid}:{old.queue_offset}"]
     text = "\n".join(explain.answer(spark, explain.validate(explain.parser().parse_args(args))).lines())
     c1, _c2, c3 = changed["copies"]
-    assert (f"decided under TAG `{OLD_EXPR}` (in force from the copy {c1} until the copy {c3}); the group subscribes "
-            f"TAG `{NEW_EXPR}` since the copy {c3}") in text
+    by = next(c.store for c in read_dump(spark, wh, "copies", "b").collect()
+              if c.from_offset <= old.commit_log_offset < c.to_offset)  # the copy that added the unit
+    assert (f"decided under TAG `{OLD_EXPR}` by the run of the copy {by} (in force from the copy {c1} until the copy "
+            f"{c3}); the group subscribes TAG `{NEW_EXPR}` since the copy {c3}") in text
     args[-1] = f"{topic}:{qid}:{stop}"
     text = "\n".join(explain.answer(spark, explain.validate(explain.parser().parse_args(args))).lines())
-    assert f"decided under TAG `{NEW_EXPR}` (in force from the copy {c3} on)" in text
+    assert f"decided under TAG `{NEW_EXPR}` by the run of the copy {c3} (in force from the copy {c3} on)" in text
 
 
 def test_what_if_on_a_continued_history_is_refused_and_restart_replays_it_whole(spark, changed, capsys) -> None:

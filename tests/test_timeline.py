@@ -3,6 +3,7 @@ continues, which is new or ended, where each pull continues, which units a run r
 
 from __future__ import annotations
 
+from filterlib.replay.explain import decided_by
 from filterlib.replay.plans import Plan
 from filterlib.replay.timeline import carry, replay_from
 
@@ -82,3 +83,13 @@ def test_a_queue_is_read_from_its_earliest_continuing_pull() -> None:
     assert replay_from([a, b], {(0, 0): 40}, "T", 0) is None  # B starts by the run's rule: the whole queue
     refused = plan(3, "D", answer="FILTER_DATA_NOT_EXIST")
     assert replay_from([a, refused], starts, "T", 0) == 40  # a plan that never reads the store does not count
+
+
+def test_a_decision_is_made_by_the_run_of_the_copy_that_added_its_unit_or_of_the_subscriptions_first() -> None:
+    copies = [{"store": "c2", "from_offset": 100, "to_offset": 200},
+              {"store": "c1", "from_offset": 0, "to_offset": 100},
+              {"store": "c3", "from_offset": 200, "to_offset": 300}]
+    assert decided_by(150, "c1", copies) == "c2"
+    assert decided_by(150, "c3", copies) == "c3"  # a subscription new at c3 decided the unit c2 added
+    assert decided_by(250, "c1", copies) == "c3"
+    assert decided_by(5000, "c1", copies) is None  # no copy added it

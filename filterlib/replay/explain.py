@@ -152,9 +152,22 @@ def member_words(d: Row, sub: Row) -> list[str]:
     return lines
 
 
-def timeline_words(sub: Row, subs: Sequence[Row]) -> list[str]:
-    """Over a broker's history whose group changed its subscription: the one the decision was made under, the copies
-    it was in force between, and the one in force now (nothing for a subscription that never changed)."""
+def decided_by(commit_log_offset: int, since_copy: str | None, copies: Sequence[Row]) -> str | None:
+    """The copy whose run of job 2 made a decision over a broker's history: the copy that added the unit's message
+    (`copies` rows: store, from_offset, to_offset), or the subscription's first copy when it came in force later (a
+    subscription new to the history decides the units earlier copies added)."""
+    ordered = sorted(copies, key=lambda c: (c["to_offset"], c.get("built_at") or 0))
+    stores = [c["store"] for c in ordered]
+    added = next((c["store"] for c in ordered if c["from_offset"] <= commit_log_offset < c["to_offset"]), None)
+    if added is not None and since_copy in stores and stores.index(since_copy) > stores.index(added):
+        return since_copy
+    return added
+
+
+def timeline_words(sub: Row, subs: Sequence[Row], d: Row | None = None, copies: Sequence[Row] = ()) -> list[str]:
+    """Over a broker's history whose group changed its subscription: the one the decision was made under (by the
+    run of which copy, given the unit `d` and the history's `copies` rows), the copies it was in force between,
+    and the one in force now (nothing for a subscription that never changed)."""
     key = (sub["consumer_group"], sub["topic"], sub.get("member"))
     others = [s for s in subs if (s["consumer_group"], s["topic"], s.get("member")) == key
               and s["subscription_index"] != sub["subscription_index"] and s.get("since_copy")]
@@ -162,7 +175,9 @@ def timeline_words(sub: Row, subs: Sequence[Row]) -> list[str]:
     if not sub.get("since_copy") or (until is None and not others):
         return []
     span = f"in force from the copy {sub['since_copy']}" + (f" until the copy {until}" if until else " on")
-    line = f"  decided under {sub['subscription_type']} `{sub['expression']}` ({span})"
+    by = decided_by(d["commit_log_offset"], sub["since_copy"], copies) if d is not None and copies else None
+    line = f"  decided under {sub['subscription_type']} `{sub['expression']}`" + \
+        (f" by the run of the copy {by}" if by else "") + f" ({span})"
     now = [s for s in others if s.get("until_copy") is None]
     if until is not None:
         line += ("; the group subscribes " + " and ".join(
@@ -172,13 +187,13 @@ def timeline_words(sub: Row, subs: Sequence[Row]) -> list[str]:
 
 
 def explain(d: Row, sub: Row, filt: Row | None, message: Row | None, retry_filter: Row | None = None,
-            version: str = sql92.DEFAULT_VERSION, subs: Sequence[Row] = ()) -> list[str]:
+            version: str = sql92.DEFAULT_VERSION, subs: Sequence[Row] = (), copies: Sequence[Row] = ()) -> list[str]:
     """Every layer's decision for one scanned unit, in the order the broker and client apply them (`retry_filter`:
     the original topic's filter a retry topic's unit was evaluated with, `evaluated_filter`; `version`: the release
     the dump was replayed as, whose grammar may read the selector otherwise than 5.x). For a group member the
     broker's layers read the subscription the broker kept (`broker_subscription`), the client its own. `subs`: the
-    group's group_stats rows, which say when over a broker's history the subscription was in force
-    (`timeline_words`)."""
+    group's group_stats rows, which say when over a broker's history the subscription was in force, and `copies`
+    the history's copies rows (`timeline_words`)."""
     who = f", member {sub['member']}" if sub.get("member") else ""
     if sub.get("kept_by") and sub.get("member"):
         who += f" (if {sub['kept_by']}'s subscription is the one the broker keeps)"
@@ -190,8 +205,8 @@ def explain(d: Row, sub: Row, filt: Row | None, message: Row | None, retry_filte
         return [head, *member_words(d, sub)]
     b = broker_subscription(sub)
     lines = [head, f"  subscription: {sub['subscription_type']} `{sub['expression']}` ({sub['path']}, from "
-                   f"{sub['source']}); pulled by pull #{d['pull_index']} of this queue", *timeline_words(sub, subs),
-             *member_words(d, sub)]
+                   f"{sub['source']}); pulled by pull #{d['pull_index']} of this queue",
+             *timeline_words(sub, subs, d, copies), *member_words(d, sub)]
     lines.append(f"  1. consume queue: {consume_queue_words(d, b, filt, message)}")
     if not tags.is_tag_type(b["subscription_type"]) and b["expression"] is not None:
         note = sql92.grammar_note(b["expression"], version)
