@@ -176,7 +176,7 @@ class PullContext:
     """Plans below this index are the run's subscriptions; from it on, what-if candidates (never written)."""
     targets: dict = dataclasses.field(default_factory=dict)
     """{table: delta_files.FileTarget} of WRITTEN when the tasks write their Parquet files themselves, else empty."""
-    continued: tuple[str, ...] = ()
+    continued: frozenset[str] = frozenset()
     """"<index>:<queue id>" of the pulls that continue a previous run's over a broker's history: the queue was
     counted in group_stats' `queues` by that run."""
 

@@ -843,7 +843,7 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
                        rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
                            inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue),
                        current=planned.current, targets=_file_targets(spark, inputs.warehouse, inputs.dump_id),
-                       continued=tuple(sorted(f"{i}:{q}" for i, q in (carried.bases if carried else {}))))
+                       continued=frozenset(f"{i}:{q}" for i, q in (carried.bases if carried else {})))
 
 
 def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: Any = None) -> DataFrame:
