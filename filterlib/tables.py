@@ -202,7 +202,12 @@ COPIES = Table("copies", "one row per store copy job 1 appended to a broker's hi
     ("records", LONG, "records it added"),
     ("units", LONG, "consume-queue units it added"),
     ("checked", INT, "records of the copy compared with the history's before appending (all equal)"),
-    ("broker_version", STR, "the release the copy was replayed as"))))
+    ("broker_version", STR, "the release the copy was replayed as"),
+    ("queue_ids", pa.list_(STR),
+     "the queues it added units to, each `<queue id>:<topic>`: the history's queues are the union over its copies "
+     "(null in rows written "
+     "before the column existed, or where job 1 counted the units in Spark: then the history's queues are "
+     "counted over consume_queue)"))))
 
 QUEUE_DIFF = Table("queue_diff", "one row per unit where the rebuild and the dump's own queues differ (`--verify`)",
                    ("dump_id", "topic", "queue_id", "queue_offset"), (DUMP_ID, *described(DIFF_SCHEMA, {

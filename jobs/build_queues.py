@@ -210,6 +210,8 @@ class Summary:
     records: int = 0
     units: int = 0
     queues: int = 0
+    queue_set: list[tuple[str, int]] | None = None
+    """The (topic, queue id) pairs the run added units to, where the tasks counted them (None: counted in Spark)."""
     bitmaps_written: int = 0
     damaged: list[dict] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
@@ -728,7 +730,8 @@ def _units(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decoded, su
     else:  # the tasks wrote and counted their units
         summary.units = sum(o.units for o in d.kept)
         summary.bitmaps_written = sum(o.bitmaps for o in d.kept)
-        summary.queues = len({(t, q) for o in d.kept for t, q in o.queues})
+        summary.queue_set = sorted({(t, q) for o in d.kept for t, q in o.queues})
+        summary.queues = len(summary.queue_set)
     log.info("dispatched: %d units in %d queues, %d bitmaps", summary.units, summary.queues, summary.bitmaps_written)
     return units
 
@@ -942,7 +945,8 @@ def _copy_row(inputs: Inputs, summary: Summary) -> dict:
             "gap_from": None if summary.gap is None else summary.gap[0],
             "gap_bytes": 0 if summary.gap is None else summary.gap[1] - summary.gap[0],
             "files": summary.files, "records": summary.records, "units": summary.units,
-            "checked": summary.checked, "broker_version": inputs.broker_version}
+            "checked": summary.checked, "broker_version": inputs.broker_version,
+            "queue_ids": None if summary.queue_set is None else [f"{q}:{t}" for t, q in summary.queue_set]}
 
 
 def _dump_row(spark: SparkSession, inputs: Inputs, summary: Summary, held: Held | None, files: list[dict]) -> dict:
@@ -959,11 +963,23 @@ def _dump_row(spark: SparkSession, inputs: Inputs, summary: Summary, held: Held 
            "broker_version": inputs.broker_version}
     if held is not None:
         before = read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id, version=held.versions["dumps"]).first()
-        queues = (read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id, latest=True)
-                  .select("topic", "queue_id").distinct().count())
         row.update(files=len(files), bytes=sum(f["size"] for f in files), records=sum(f["records"] for f in files),
-                   units=(before.units or 0) + summary.units, queues=queues)
+                   units=(before.units or 0) + summary.units, queues=_history_queues(spark, inputs, summary, held))
     return row
+
+
+def _history_queues(spark: SparkSession, inputs: Inputs, summary: Summary, held: Held) -> int:
+    """The history's queues after this copy: the union of its copies rows' queues and this run's (a few rows read),
+    else, where a copies row lacks them, a distinct count over the whole history's consume_queue."""
+    version = held.versions.get("copies")
+    if summary.queue_set is not None and version is not None:
+        copies = read_dump(spark, inputs.warehouse, "copies", inputs.dump_id, version=version)
+        rows = copies.select("queue_ids").collect() if "queue_ids" in copies.columns else []
+        if rows and all(r.queue_ids is not None for r in rows):
+            held_ids = {tuple(q.split(":", 1)[::-1]) for r in rows for q in r.queue_ids}
+            return len(held_ids | {(t, str(q)) for t, q in summary.queue_set})
+    return (read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id, latest=True)
+            .select("topic", "queue_id").distinct().count())
 
 
 def _prepare(args: argparse.Namespace) -> Inputs:

@@ -99,6 +99,7 @@ def test_the_history_counts_and_copies_rows_say_what_each_copy_added(spark, whol
     assert [c.to_offset for c in copies][:2] == [copies[1].from_offset, copies[2].from_offset]
     assert copies[2].to_offset > copies[1].to_offset
     assert [c.gap_bytes for c in copies] == [0, 0, 0]
+    assert len({q for c in copies for q in c.queue_ids}) == truth["queues"]  # the history's queues, from these rows
     assert all(c.checked > 0 for c in copies[1:])
     offsets = [r.commit_log_offset for r in read_dump(spark, wh, "messages", "b").select("commit_log_offset")
                .collect()]
