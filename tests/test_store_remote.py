@@ -166,8 +166,12 @@ def test_bodies_read_back_ranged_from_s3_equal_the_local_ones(s3, monkeypatch) -
 def _sorted_rows(spark, wh: str, table: str, dump_id: str) -> list[dict]:
     forms = {"pull_decisions_rows": row_forms.pull_decisions, "delivered_messages_rows": row_forms.delivered_messages}
     df = forms[table](spark, wh, dump_id) if table in forms else read_dump(spark, wh, table, dump_id)
-    rows = df.drop("dump_id").toArrow().to_pylist()
+    rows = df.drop("dump_id", *COPY_NAMED).toArrow().to_pylist()
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=repr))
+
+
+COPY_NAMED = ("since_copy", "until_copy")
+"""group_stats' columns that name the store a run read (compared on their own)."""
 
 
 @pytest.mark.spark
@@ -190,6 +194,9 @@ def test_both_jobs_give_the_same_tables_from_s3_as_from_disk(spark, s3, tmp_path
         assert remote == local, t
         if t != "queue_diff":  # an untouched dump: the verify finds nothing to report
             assert local, t
+    for dump_id, store in (("local", os.path.abspath(DEMO / "dump")), ("remote", sfs.display(uri(s3)))):
+        named = {(r.since_copy, r.until_copy) for r in read_dump(spark, wh, "group_stats", dump_id).collect()}
+        assert named == {(store, None)}, dump_id
     assert len(_sorted_rows(spark, wh, "messages", "remote")) == summaries["remote"][0].records > 900
     files = sorted(_sorted_rows(spark, wh, "dump_files", "remote"), key=lambda f: f["file_base"])
     assert [f["path"] for f in files] == [f"commitlog/{b:020d}" for b in (0, 131072, 262144, 393216)]
