@@ -3,6 +3,8 @@ function `message_filter.decide` gives and what the real broker's pull replay re
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -10,9 +12,18 @@ from support.filters import HARNESS_OUTCOMES, MAP, pulling_filters, sql_setup, u
 from support.harness_runs import pull_answers_run, store_run
 from support.registry_replay import replay_registrations
 
-from filterlib.engine.decide import REASONS, Units, decide_units
+from filterlib.engine.decide import REASONS, Units, decide_units, message_verdicts
+from filterlib.engine.verdicts import assign, from_arrow, to_arrow
 from filterlib.message_filter import ExtUnit, decide
 from filterlib.registry import compile_filter
+
+
+def with_verdicts(units: Units, filters: list) -> Units:
+    """The units as job 2's replay takes them: no properties or tags, the messages' verdicts (through their Arrow
+    columns) in their place."""
+    v = message_verdicts(filters, units.properties, units.tags)
+    back = assign(from_arrow(*to_arrow(v), len(filters), None), filters)
+    return dataclasses.replace(units, properties=None, tags=None, verdicts=back)
 
 
 def compare(run: dict, manager) -> tuple[int, list]:
@@ -24,6 +35,9 @@ def compare(run: dict, manager) -> tuple[int, list]:
         units, rows = units_of(sub_row, records)
         got = decide_units(f, units)
         details = got.details(np.arange(len(rows))).to_pylist()  # the set-at-a-time column the job writes
+        by_verdicts = decide_units(f, with_verdicts(units, [f]))
+        if by_verdicts.details(np.arange(len(rows))).to_pylist() != details:
+            problems.append((sub_row["group"], "verdicts' details differ"))
         for i, u in enumerate(rows):
             compared += 1
             if details[i] != got.row(i)[3]:
@@ -35,6 +49,8 @@ def compare(run: dict, manager) -> tuple[int, list]:
                 ext = ExtUnit(tc, u["extMsgStoreTime"], bitmap)
             want = decide(f, tc, ext, records[u["commitLogOffset"]]["properties"] or {})
             row = got.row(i)
+            if by_verdicts.row(i) != row:
+                problems.append((sub_row["group"], u["queueOffset"], "verdicts", by_verdicts.row(i), row))
             if row != (want.outcome, want.layer, want.reason, want.detail, want.bloom_false_positive):
                 problems.append((sub_row["group"], u["queueOffset"], row, want))
             harness = (HARNESS_OUTCOMES.get(u["outcome"], u["outcome"]), u["bloomFalsePositive"])

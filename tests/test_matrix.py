@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 import refharness
 import scenarios
-from support.filters import pulling_filters
+from support.filters import pulling_filters, verdict_units
 from support.harness_runs import pull_answers_run, store_run
 from support.registry_replay import replay_registrations
 
@@ -95,6 +95,12 @@ def test_the_matrix_decodes_to_exactly_the_decision_rows(name, paging):
         out = matrix.replay_queue([(p, positions[p], f, st, b) for p, f, st, b in filters], width, units,
                                   queue.min_offset, per_file, config)
         assert out.pulls.equals(pulls)
+        slots = [f for _, f in reversed(subs)]  # the verdicts' slots in another order than the plans
+        by_verdicts = matrix.replay_queue([(p, positions[p], f, st, b) for p, f, st, b in filters], width,
+                                          verdict_units(units, slots), queue.min_offset, per_file, config, slots=slots)
+        assert by_verdicts.matrix.equals(out.matrix) and by_verdicts.details.equals(out.details)
+        assert by_verdicts.pulls.equals(out.pulls) and {p: c.tolist() for p, c in by_verdicts.counts.items()} == {
+            p: c.tolist() for p, c in out.counts.items()}
         decoded = matrix.decode(out.matrix, out.details, out.pulls, positions, width)
         assert decoded.to_pylist() == rows.to_pylist()
         assert out.matrix.num_rows == len({r["queue_offset"] for r in rows.to_pylist()})

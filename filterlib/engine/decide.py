@@ -8,6 +8,7 @@ set-at-a-time engine, once per distinct filter data (a retry topic's rows use th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ from filterlib.engine.columns import MISSING, extract_properties
 from filterlib.engine.engine import Engine
 from filterlib.engine.queue_layer import client_check, tag_hash_check
 from filterlib.engine.results import ERROR, TRUE
+from filterlib.engine.verdicts import RAISES, Verdicts
 from filterlib.errors import BrokerFilterError
 
 OUTCOMES = vocab.OUTCOME_NAMES
@@ -41,7 +43,8 @@ class Units:
     legal False is the broker's null). has_ext, ext_store_time, bitmaps (n, width) uint8 and bitmap_length (-1
     for a unit without bitmap) describe the ext unit. properties (map<string,string>) and tags are the
     message's, for the commit-log layer and the client; decode_errors (null where it decodes, None: all decode)
-    is why the client's decode of the message's body fails.
+    is why the client's decode of the message's body fails. With `verdicts` (`message_verdicts` of the messages,
+    its filters bound) the layers read those in place of properties and tags, which may then be None.
     """
 
     tags_code: np.ndarray
@@ -50,9 +53,10 @@ class Units:
     ext_store_time: np.ndarray
     bitmaps: np.ndarray
     bitmap_length: np.ndarray
-    properties: pa.Array
-    tags: pa.Array
+    properties: pa.Array | None
+    tags: pa.Array | None
     decode_errors: pa.Array | None = None
+    verdicts: Verdicts | None = None
 
     def __len__(self) -> int:
         return len(self.tags_code)
@@ -202,8 +206,20 @@ def _sql(data, props: pa.Array, rows: np.ndarray, cache: dict) -> _CommitLog:
 
 def commit_log_layer(f: mf.ExpressionMessageFilter, u: Units, rows: np.ndarray,
                      engine_cache: dict | None = None) -> _CommitLog:
-    """`check_commit_log` for the given rows (the retry variant included)."""
-    cache = {} if engine_cache is None else engine_cache
+    """`check_commit_log` for the given rows (the retry variant included), from the units' verdicts where they
+    carry them; BrokerFilterError where the broker throws."""
+    if u.verdicts is not None:
+        reason, state, errors = u.verdicts.commit_log(f, rows)
+        out = _CommitLog((state == -1) | (state == TRUE), reason.copy(), state.copy(), errors)
+    else:
+        out = _commit_log(f, u.properties, rows, {} if engine_cache is None else engine_cache)
+    if (out.reason == RAISES).any():
+        raise BrokerFilterError("retry message without RETRY_TOPIC: ConcurrentHashMap.containsKey(null)")
+    return out
+
+
+def _commit_log(f: mf.ExpressionMessageFilter, props: pa.Array, rows: np.ndarray, cache: dict) -> _CommitLog:
+    """The commit-log layer over the given rows of the messages' properties (RAISES where the broker throws)."""
     k = len(rows)
     sub = f.subscription
     if sub is None:
@@ -217,28 +233,29 @@ def commit_log_layer(f: mf.ExpressionMessageFilter, u: Units, rows: np.ndarray,
         if (f.version >= (5, 1, 4) or not is_retry) and sub.is_tag_type:
             return _CommitLog.constant(k, "tag_type")
         if is_retry:
-            return _retry_commit_log(f, u, rows, cache)
+            return _retry_commit_log(f, props, rows, cache)
     elif sub.is_tag_type:
         return _CommitLog.constant(k, "tag_type")
     data = f.filter_data
     if data is None or data.expression is None or data.compiled is None:
         return _CommitLog.constant(k, "no_filter_data")
-    return _sql(data, u.properties, rows, cache)
+    return _sql(data, props, rows, cache)
 
 
-def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, u: Units, rows: np.ndarray, cache: dict) -> _CommitLog:
-    """A retry topic: each row is checked with the filter of its RETRY_TOPIC (the original topic)."""
-    col = extract_properties(u.properties.take(pa.array(rows)), [mf.PROPERTY_RETRY_TOPIC])[mf.PROPERTY_RETRY_TOPIC]
-    if (col.codes == MISSING).any():
-        raise BrokerFilterError("retry message without RETRY_TOPIC: ConcurrentHashMap.containsKey(null)")
+def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, props: pa.Array, rows: np.ndarray,
+                      cache: dict) -> _CommitLog:
+    """A retry topic: each row is checked with the filter of its RETRY_TOPIC (the original topic); a row without
+    one is RAISES."""
+    col = extract_properties(props.take(pa.array(rows)), [mf.PROPERTY_RETRY_TOPIC])[mf.PROPERTY_RETRY_TOPIC]
     out = _CommitLog.constant(len(rows), "no_filter_data")
+    out.reason[col.codes == MISSING] = RAISES
     group = mf.parse_retry_group(f.subscription.topic, f.version)
     for code, real_topic in enumerate(col.pylist()):
         data = f.manager.get(real_topic, group)
         if data is None or data.expression is None or data.compiled is None:
             continue
         sel = np.flatnonzero(col.codes == code)
-        part = _sql(data, u.properties, rows[sel], cache)
+        part = _sql(data, props, rows[sel], cache)
         out.matched[sel], out.reason[sel], out.sql_state[sel] = part.matched, part.reason, part.sql_state
         out.errors.update({int(sel[i]): text for i, text in part.errors.items()})
     return out
@@ -248,8 +265,10 @@ def take_units(u: Units, rows: np.ndarray) -> Units:
     """The given rows of `u`, as Units."""
     t = pa.array(rows)
     return Units(u.tags_code[rows], u.tags_code_legal[rows], u.has_ext[rows], u.ext_store_time[rows],
-                 u.bitmaps[rows] if u.bitmaps.ndim == 2 else u.bitmaps, u.bitmap_length[rows], u.properties.take(t),
-                 u.tags.take(t), None if u.decode_errors is None else u.decode_errors.take(t))
+                 u.bitmaps[rows] if u.bitmaps.ndim == 2 else u.bitmaps, u.bitmap_length[rows],
+                 None if u.properties is None else u.properties.take(t), None if u.tags is None else u.tags.take(t),
+                 None if u.decode_errors is None else u.decode_errors.take(t),
+                 None if u.verdicts is None else u.verdicts.take(rows))
 
 
 _BROKER_DROPS = np.array([_O[o.name] for o in vocab.OUTCOMES if o.layer in (vocab.CONSUME_QUEUE, vocab.COMMIT_LOG)],
@@ -287,31 +306,43 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
         if dropped.any():
             outcome[rows[dropped]] = _SQL_OUTCOME[cl.sql_state[dropped]]
             bloom_fp[rows[dropped]] = bloom_hit[dropped]
-        _client_layer(d, u, rows[cl.matched], f.subscription, None if own is None else own.subscription)
+        _client_layer(d, u, rows[cl.matched], f, own)
     if own is not None:
         _wanted_by_own(d, u, own, engine_cache)
     return d
 
 
-def _client_layer(d: Decisions, u: Units, passed: np.ndarray, sub, own_sub) -> None:
-    """The client's re-check of the units the broker passed, against the member's own subscription (`own_sub`,
+def _client_keeps(u: Units, f: mf.ExpressionMessageFilter, rows: np.ndarray) -> np.ndarray:
+    """Does the client's tag re-check under f's subscription keep each row's message?"""
+    if u.verdicts is not None:
+        return u.verdicts.client(f, rows)
+    return client_check(u.tags if len(rows) == len(u) else u.tags.take(pa.array(rows)), f.subscription)
+
+
+def _client_layer(d: Decisions, u: Units, passed: np.ndarray, f: mf.ExpressionMessageFilter,
+                  own: mf.ExpressionMessageFilter | None) -> None:
+    """The client's re-check of the units the broker passed, against the member's own subscription (`own`'s,
     else the pull's)."""
+    sub = f.subscription
     if sub is None or len(passed) == 0:
         return
-    n = len(u)
-    check = own_sub if own_sub is not None else sub
-    tags = u.tags if len(passed) == n else u.tags.take(pa.array(passed))
-    keep = client_check(tags, check)
+    checker = own if own is not None else f
+    check = checker.subscription
+    keep = _client_keeps(u, checker, passed)
     d.layer[passed] = _L[vocab.CLIENT]
     if not check.tags or check.class_filter_mode:
         d.reason[passed] = _R["client_keep_all"]
     else:
-        missing = np.asarray(tags.is_null(), dtype=bool)
+        if u.verdicts is not None:
+            missing = u.verdicts.tags_missing[passed]
+        else:
+            tags = u.tags if len(passed) == len(u) else u.tags.take(pa.array(passed))
+            missing = np.asarray(tags.is_null(), dtype=bool)
         d.reason[passed] = np.where(missing, np.int8(_R["client_no_tags"]), np.where(
             keep, np.int8(_R["client_tag_match"]), np.int8(_R["client_tag_mismatch"])))
     d.outcome[passed[~keep]] = _O[vocab.TAG_CLIENT_MISMATCH]
-    if own_sub is not None and (~keep).any():
-        kept_keeps = client_check(tags, sub)
+    if own is not None and (~keep).any():
+        kept_keeps = _client_keeps(u, f, passed)
         other = passed[~keep & kept_keeps]
         d.reason[other] = _R["client_not_own_tag"]
         d.outcome[other] = _O[vocab.MEMBER_RECHECK_DROP]
@@ -325,6 +356,28 @@ def _wanted_by_own(d: Decisions, u: Units, own: mf.ExpressionMessageFilter, engi
         return
     mine = decide_units(own, take_units(u, rows), engine_cache)
     d.outcome[rows[mine.outcome == _O[vocab.DELIVERED]]] = _O[vocab.FILTERED_BY_OTHER_MEMBER]
+
+
+def message_verdicts(filters: Sequence[mf.ExpressionMessageFilter], properties: pa.Array, tags: pa.Array,
+                     engine_cache: dict | None = None) -> Verdicts:
+    """Every filter's answers over a batch of messages (properties, tags), its verdicts in slot order: what
+    `decide_units` reads from a unit's message, computed once per message where the messages are read."""
+    cache = {} if engine_cache is None else engine_cache
+    n, k = len(properties), len(filters)
+    reason = np.empty((n, k), dtype=np.int8)
+    state = np.empty((n, k), dtype=np.int8)
+    keep = np.ones((n, k), dtype=bool)
+    errors: dict[tuple[int, int], str] = {}
+    rows = np.arange(n)
+    for s, f in enumerate(filters):
+        cl = _commit_log(f, properties, rows, cache)
+        reason[:, s], state[:, s] = cl.reason, cl.sql_state
+        errors.update({(i, s): text for i, text in cl.errors.items()})
+        if f.subscription is not None:
+            keep[:, s] = client_check(tags, f.subscription)
+    v = Verdicts(reason, state, keep, np.asarray(tags.is_null(), dtype=bool) if n else np.zeros(0, bool), errors)
+    v.slots = {id(f): i for i, f in enumerate(filters)}
+    return v
 
 
 _RETURNED = np.array([_O[vocab.DELIVERED], _O[vocab.TAG_CLIENT_MISMATCH], _O[vocab.MEMBER_RECHECK_DROP]],

@@ -161,19 +161,22 @@ def matrix_column(codes: np.ndarray) -> pa.Array:
 
 def replay_queue(filters: Sequence[tuple], width: int,
                  units: pa.Table, min_offset: int, units_per_file: int, config: PullConfig | None = None,
-                 engine_cache: dict | None = None, span: Span | None = None) -> QueueOutput:
+                 engine_cache: dict | None = None, span: Span | None = None, slots: Sequence | None = None
+                 ) -> QueueOutput:
     """Every (plan, position, filter, start offset, batch size[, own filter]) over one queue
     (`simulate.UNITS_SCHEMA` units from `min_offset` on, in order), as the compact output: `width` bytes per matrix
     row, byte `position` the plan's. A filter None is a member that owns the queue but never pulls it: every unit
     NEVER_PULLED, no pull. The own filter is a member's own (`engine.decide.decide_units`).
     With `span` the units are a run of whole consumequeue files of a longer queue (`filterlib.replay.paging.Span`): the
-    pulls' `pull_index` then counts from the run's first call, and the caller numbers them over the queue."""
+    pulls' `pull_index` then counts from the run's first call, and the caller numbers them over the queue.
+    Units carrying their messages' verdicts (`rows.VERDICT_UNITS_SCHEMA`) name `slots`, the topic's filters in the
+    order the verdicts hold them."""
     base = config or PullConfig()
-    u = units_from_table(units)
+    cache = {} if engine_cache is None else engine_cache
+    u = units_from_table(units, slots, cache)
     n = len(u)
     sizes = np.asarray(pc.fill_null(units.column("size"), 0).to_numpy(), dtype=np.int64) if n else \
         np.zeros(0, np.int64)
-    cache = {} if engine_cache is None else engine_cache
     codes = np.zeros((n, width), dtype=np.uint8)
     details, pulls, out_counts = [], [], {}
     for plan, position, f, start, batch_size, *rest in filters:

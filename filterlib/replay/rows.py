@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filterlib import message_filter as mf
-from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units
+from filterlib.engine import verdicts
+from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units, message_verdicts
 from filterlib.replay.paging import STATUS_NAMES, Calls, PullConfig, pull_queue
 
 UNIT_FIELDS = [pa.field("queue_offset", pa.int64()), pa.field("commit_log_offset", pa.int64()),
@@ -38,6 +39,12 @@ message's properties, tags and body_error (why the client cannot decode it; null
 such message or it decodes)."""
 MESSAGE_SIDE = ("properties", "tags", "body_error")
 """The columns of UNITS_SCHEMA that come from the message (job 2 joins them to the consume-queue side)."""
+VERDICT_UNITS_SCHEMA = pa.schema([*[f for f in UNITS_SCHEMA if f.name not in ("properties", "tags")],
+                                  *verdicts.FIELDS])
+"""UNITS_SCHEMA with the message's verdicts (`filterlib.engine.verdicts`) in place of its properties and tags: what
+job 2's replay takes, the verdicts computed where the messages were read."""
+VERDICT_SIDE = ("body_error", *(f.name for f in verdicts.FIELDS))
+"""The columns of VERDICT_UNITS_SCHEMA that come from the message."""
 
 DECISIONS_SCHEMA = pa.schema([
     ("plan", pa.int32()),
@@ -71,8 +78,10 @@ PULLS_SCHEMA = pa.schema([
 commit-log layer dropped."""
 
 
-def units_from_table(table: pa.Table) -> Units:
-    """`Units` for the engine from a UNITS_SCHEMA table (bitmaps unpacked to an (n, width) byte matrix)."""
+def units_from_table(table: pa.Table, slots: Sequence | None = None, engine_cache: dict | None = None) -> Units:
+    """`Units` for the engine from a UNITS_SCHEMA table (bitmaps unpacked to an (n, width) byte matrix), or from
+    one whose message side is the messages' verdicts (`VERDICT_UNITS_SCHEMA`) under `slots`, the topic's filters
+    in the order the verdicts were computed."""
     n = table.num_rows
     bm = table.column("filter_bitmap").combine_chunks() if n else pa.array([], pa.binary())
     lengths = pc.fill_null(pc.binary_length(bm), -1).to_numpy(zero_copy_only=False).astype(np.int64) if n else \
@@ -93,11 +102,25 @@ def units_from_table(table: pa.Table) -> Units:
         return np.asarray(pc.fill_null(table.column(name), fill).to_numpy(), dtype=dtype) if n else \
             np.zeros(0, dtype)
 
-    return Units(col("tags_code", 0, np.int64), col("tags_code_legal", False, bool), col("has_ext", False, bool),
-                 col("ext_store_time", 0, np.int64), bitmaps, lengths,
-                 table.column("properties").combine_chunks() if n else pa.array([], UNITS_SCHEMA.field(8).type),
-                 table.column("tags").combine_chunks() if n else pa.array([], pa.string()),
-                 table.column("body_error").combine_chunks() if n and "body_error" in table.column_names else None)
+    errors = table.column("body_error").combine_chunks() if n and "body_error" in table.column_names else None
+    head = (col("tags_code", 0, np.int64), col("tags_code_legal", False, bool), col("has_ext", False, bool),
+            col("ext_store_time", 0, np.int64), bitmaps, lengths)
+    if "verdicts" in table.column_names:
+        return Units(*head, None, None, errors, _verdicts(table, slots or (), engine_cache))
+    return Units(*head, table.column("properties").combine_chunks() if n else pa.array([], UNITS_SCHEMA.field(8).type),
+                 table.column("tags").combine_chunks() if n else pa.array([], pa.string()), errors)
+
+
+def _verdicts(table: pa.Table, slots: Sequence, engine_cache: dict | None) -> verdicts.Verdicts:
+    """The units' messages' verdicts (`verdicts.FIELDS` columns), bound to the topic's filters in slot order; a
+    unit without a message gets the verdicts of a message that is not there."""
+    cols = [table.column(f.name).combine_chunks() if table.num_rows else pa.array([], f.type)
+            for f in verdicts.FIELDS]
+    missing = None
+    if cols[0].null_count:
+        missing = message_verdicts(slots, pa.nulls(1, UNITS_SCHEMA.field("properties").type), pa.nulls(1, pa.string()),
+                                   engine_cache)
+    return verdicts.assign(verdicts.from_arrow(*cols, len(slots), missing), slots)
 
 
 def _names(codes: np.ndarray, names: Sequence[str]) -> pa.Array:

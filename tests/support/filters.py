@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from filterlib.engine.decide import Units
 from filterlib.message_filter import ExpressionMessageFilter, make_filter, pull_answer
@@ -78,3 +79,18 @@ def pulling_filters(run: dict, manager: ConsumerFilterManager
         if answer.ok:
             yield sub_row, make_filter(answer.subscription, answer.filter_data, manager,
                                        filter_support_retry=broker.get("filterSupportRetry", False))
+
+
+def verdict_units(units: pa.Table, slots: list) -> pa.Table:
+    """A UNITS_SCHEMA table as job 2's replay takes it (`rows.VERDICT_UNITS_SCHEMA`): its messages' verdicts under
+    `slots` in place of their properties and tags, null where the unit has no message (null properties)."""
+    from filterlib.engine.decide import message_verdicts
+    from filterlib.engine.verdicts import to_arrow
+    from filterlib.replay.rows import VERDICT_UNITS_SCHEMA
+
+    props = units.column("properties").combine_chunks()
+    cols = to_arrow(message_verdicts(slots, props, units.column("tags").combine_chunks()))
+    cols[0] = pa.compute.if_else(props.is_valid(), cols[0], pa.nulls(len(props), pa.binary()))
+    extra = dict(zip(("verdicts", "verdict_errors", "tags_missing"), cols, strict=True))
+    return pa.Table.from_arrays([extra[f.name] if f.name in extra else units.column(f.name)
+                                 for f in VERDICT_UNITS_SCHEMA], schema=VERDICT_UNITS_SCHEMA)
