@@ -14,12 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filterlib import tables
+from filterlib.engine import verdicts
+from filterlib.engine.decide import message_verdicts
 from filterlib.rebuild.dispatch import registry_from_spec
 from filterlib.replay import matrix, whatif
 from filterlib.replay.matrix import MATRIX_SCHEMA
 from filterlib.replay.paging import PullConfig, Span
 from filterlib.replay.plans import NOT_SUBSCRIBED, Plan, build_filter, own_filter
-from filterlib.replay.rows import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA
+from filterlib.replay.rows import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA, VERDICT_SIDE, VERDICT_UNITS_SCHEMA
 from filterlib.store import fs as sfs
 from filterlib.store.dumpqueue import read_chunks, units_per_file
 from filterlib.store.storedir import StoreDir
@@ -58,7 +60,7 @@ OUT_SCHEMA = pa.schema([
 unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
 `scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
 subscription (`filterlib.replay.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition,
-the queue's end offset where the piece holds it, else -1]).
+the queue's end offset where the piece holds it, else -1, units whose verdicts were another topic's]).
 A task that writes its tables' Parquet files itself (`PullContext.targets`) emits FILE rows (`file`: the
 `delta_files.write_part` descriptor as JSON) in place of the MATRIX and DETAIL rows, and MATRIX rows only for a
 topic with what-if candidates (what the comparison reads). PULL rows always come back: a piece of a queue numbers
@@ -204,6 +206,77 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object, objec
     return _filters[key]
 
 
+def _slots(entries: list) -> list:
+    """A topic's filters in the order its messages' verdicts hold them: each entry's filter, then its own."""
+    return [x for _, f, own in entries for x in (f, own) if x is not None]
+
+
+def verdict_topics(ctx: PullContext) -> list[str]:
+    """The topics whose messages get verdicts (a topic with a filter), in the order VERDICT_SIDE numbers them."""
+    return sorted(t for t, entries in _topic_filters(ctx).items() if _slots(entries))
+
+
+VERDICT_SIDE_SCHEMA = pa.schema([("commit_log_offset", pa.int64()), ("verdict_topic", pa.int32()),
+                                 *[f for f in VERDICT_UNITS_SCHEMA if f.name in VERDICT_SIDE]])
+"""A message as job 2's replay takes it: its topic (the index in `verdict_topics`), why its body does not decode,
+and its verdicts under every filter of its topic (`filterlib.engine.verdicts`)."""
+
+
+def verdict_side_ddl() -> str:
+    return spark_ddl(VERDICT_SIDE_SCHEMA)
+
+
+def message_side(ctx: PullContext):
+    """The mapInArrow function over messages (commit_log_offset, topic, properties, tags, body_error): each
+    message of a verdict topic with its verdicts under its topic's filters (VERDICT_SIDE_SCHEMA), computed where
+    the message is read, so that no properties travel to the queues' pieces; any other message with its offset and
+    topic -1 only (a unit pointing at it is another topic's)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        by_topic = _topic_filters(ctx)
+        number = {t: i for i, t in enumerate(verdict_topics(ctx))}
+        cache: dict = {}
+        for batch in batches:
+            topic = batch.column("topic")
+            names = pc.unique(topic).to_pylist()
+            others = [n for n in names if n not in number]
+            if others:
+                part = batch.filter(pc.invert(pc.fill_null(pc.is_in(topic, pa.array(list(number), pa.string())),
+                                                           False))) if len(others) < len(names) else batch
+                n = part.num_rows
+                yield pa.RecordBatch.from_arrays(
+                    [part.column("commit_log_offset"), pa.array(np.full(n, -1, np.int32)),
+                     part.column("body_error").cast(pa.string()), pa.nulls(n, pa.binary()), pa.nulls(n, pa.string()),
+                     pa.nulls(n, pa.bool_())], schema=VERDICT_SIDE_SCHEMA)
+            for name in names:
+                if name not in number:
+                    continue
+                part = batch.filter(pc.equal(topic, name)) if len(names) > 1 else batch
+                v = message_verdicts(_slots(by_topic[name]), part.column("properties"), part.column("tags"), cache)
+                yield pa.RecordBatch.from_arrays(
+                    [part.column("commit_log_offset"), pa.array(np.full(part.num_rows, number[name], np.int32)),
+                     part.column("body_error").cast(pa.string()), *verdicts.to_arrow(v)], schema=VERDICT_SIDE_SCHEMA)
+
+    return run
+
+
+def _message_side(ctx: PullContext, table: pa.Table, topic: str, entries: list) -> tuple[pa.Table, list | None, int]:
+    """A piece's units as the replay takes them, the filters their verdicts are bound to (None: the units carry
+    properties), and how many units point at a message of another topic (their verdicts are not this topic's: the
+    job replays again with the properties joined)."""
+    if "verdicts" not in table.column_names:
+        return table.select(UNITS_SCHEMA.names).cast(UNITS_SCHEMA), None, 0
+    topics = verdict_topics(ctx)
+    mine = topics.index(topic) if topic in topics else -1
+    number = table.column("verdict_topic")
+    foreign = pc.fill_null(pc.not_equal(number, mine), False)
+    count = int(pc.sum(foreign).as_py() or 0)
+    if count:
+        table = table.set_column(table.schema.get_field_index("verdicts"), "verdicts",
+                                 pc.if_else(foreign, pa.nulls(table.num_rows, pa.binary()), table.column("verdicts")))
+    return table.select(VERDICT_UNITS_SCHEMA.names).cast(VERDICT_UNITS_SCHEMA), _slots(entries), count
+
+
 SCANNED = matrix.COUNT_FIELDS.index("units_scanned")
 """Where a plan's counts hold its decisions (units scanned)."""
 QUEUES = matrix.COUNT_FIELDS.index("queues")
@@ -212,7 +285,8 @@ QUEUES = matrix.COUNT_FIELDS.index("queues")
 
 def replay_queues(ctx: PullContext, decisions: Any = None):
     """The applyInArrow function over (topic, queue_id) groups: a queue's units (with min_offset, units_per_file,
-    properties, tags) in; the queue replayed once for every OK plan of its topic, out as OUT_SCHEMA rows.
+    and their messages' verdicts from `message_side`, or their properties and tags) in; the queue replayed once
+    for every OK plan of its topic, out as OUT_SCHEMA rows.
     `decisions`, a Spark accumulator, is added each piece's decisions (the job's progress lines)."""
 
     def run(table: pa.Table) -> pa.Table:
@@ -221,25 +295,25 @@ def replay_queues(ctx: PullContext, decisions: Any = None):
         min_offset = int(table.column("min_offset")[0].as_py())
         per_file = int(table.column("units_per_file")[0].as_py())
         ends = pc.drop_null(table.column("end_offset"))
-        units = table.filter(pc.is_valid(table.column("queue_offset")))
-        units = units.sort_by("queue_offset").select(UNITS_SCHEMA.names).cast(UNITS_SCHEMA)
+        entries = _topic_filters(ctx).get(topic, [])
+        units, slots, foreign = _message_side(ctx, table.filter(pc.is_valid(table.column("queue_offset")))
+                                              .sort_by("queue_offset"), topic, entries)
         begin = int(units.column("queue_offset")[0].as_py()) if units.num_rows else int(ends[0].as_py())
         span = None
         if per_file > 0 and (begin != min_offset or not len(ends)):  # a piece of a longer file queue
             span = Span(min_offset, holds_end=len(ends) > 0)
-        entries = _topic_filters(ctx).get(topic, [])
         filters = [(p.index, int(ctx.positions[str(p.index)]), f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)),
                     p.batch_size, own) for p, f, own in entries if p.pulls(queue_id)]
         real, cand = ctx.widths.get(topic, (0, 0))
         out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
-                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), span=span)
+                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), span=span, slots=slots)
         for index in out.counts:
             if f"{index}:{queue_id}" in ctx.continued:
                 out.counts[index][QUEUES] = 0
         if decisions is not None:
             decisions.add(sum(int(c[SCANNED]) for c in out.counts.values()))
         end = int(ends[0].as_py()) if len(ends) else -1
-        piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition(), end]],
+        piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition(), end, foreign]],
                                                                       pa.list_(pa.int64()))})
         if ctx.targets:
             return pa.concat_tables([written(ctx, out, topic, queue_id, real, cand), piece])

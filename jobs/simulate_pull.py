@@ -93,10 +93,12 @@ from jobs.pull_tasks import (
     WRITTEN,
     PullContext,
     cq_side_ddl,
+    message_side,
     out_ddl,
     piece_size,
     read_dump_queues,
     replay_queues,
+    verdict_side_ddl,
     what_if_changes,
 )
 from jobs.runs import JOB1_TABLES, pinned_version, read_dump, record_run
@@ -176,6 +178,8 @@ class Summary:
     """The replay's tasks: each file queue is cut into pieces of whole consumequeue files (one when short)."""
     piece_partitions: int = 0
     largest_piece: int = 0
+    foreign_units: int = 0
+    """Units whose message belongs to another topic (the replay then joins the properties; `_replay`)."""
     decisions: int = 0
     delivered: int = 0
     pulls: int = 0
@@ -846,16 +850,25 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
                        continued=frozenset(f"{i}:{q}" for i, q in (carried.bases if carried else {})))
 
 
-def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: Any = None) -> DataFrame:
-    """The one replay: a task per piece of a queue (whole consumequeue files; a queue is one piece when short or
-    RocksDB), every subscription of its topic at once (`pull_tasks.OUT_SCHEMA` rows). Tasks write the matrix and
+def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: Any = None,
+            by_verdicts: bool = True) -> DataFrame:
+    """The one replay, in two stages: where the messages are read, each one's verdicts under its topic's filters
+    (`pull_tasks.message_side`, a byte a filter); then a task per piece of a queue (whole consumequeue files; a
+    queue is one piece when short or RocksDB) pages every subscription of its topic at once over its units and
+    those bytes (`pull_tasks.OUT_SCHEMA` rows): no properties are joined or shuffled. `by_verdicts` False joins
+    the properties instead (for units that point at messages of another topic). Tasks write the matrix and
     details as Parquet files themselves where they can (`ctx.targets`) and hand back the files, the pulls and a
     count row per subscription; elsewhere the compact output itself comes back. Persisted: the counts, the pulls
     and the tables all read it, and nothing is replayed twice or read back to count. `decisions`: an accumulator
     of the decisions made, for the progress lines."""
     from pyspark import StorageLevel
 
-    joined = units.join(messages.select("commit_log_offset", *MESSAGE_SIDE), "commit_log_offset", "left")
+    if by_verdicts:
+        side = (messages.select("commit_log_offset", "topic", *MESSAGE_SIDE)
+                .mapInArrow(message_side(ctx), verdict_side_ddl()))
+    else:
+        side = messages.select("commit_log_offset", *MESSAGE_SIDE)
+    joined = units.join(side, "commit_log_offset", "left")
     out = joined.groupBy("topic", "queue_id", "piece").applyInArrow(replay_queues(ctx, decisions), out_ddl())
     return out.persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -880,6 +893,7 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     summary.pieces = len(pieces)
     summary.piece_partitions = len({p[1] for p in pieces})
     summary.largest_piece = max((p[0] for p in pieces), default=0)
+    summary.foreign_units = sum(p[3] for p in pieces if len(p) > 3)
     counts = sum_counts((r.subscription_index, r.counts) for r in small if r.kind == COUNT)
     positions = {int(k): v for k, v in ctx.positions.items()}
     summary.stats = stats_rows(planned.plans, counts, positions, inputs.dump_id, inputs.start,
@@ -1031,6 +1045,15 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     decisions = spark.sparkContext.accumulator(0)
     out = _replay(units, messages, ctx, decisions)
     files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+    if summary.foreign_units:  # rare: verdicts are per the message's topic, so join these units' properties
+        summary.notes.append(f"{summary.foreign_units:,} units point at messages of another topic: replayed with "
+                             f"the messages' properties joined to the units")
+        out.unpersist()
+        decisions = spark.sparkContext.accumulator(0)
+        foreign = summary.foreign_units
+        out = _replay(units, messages, ctx, decisions, by_verdicts=False)
+        files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+        summary.foreign_units = foreign
     with progress(spark, log, "write the tables"):
         _write(spark, inputs, planned, ctx, out, files, summary)
     if planned.candidates:

@@ -187,12 +187,16 @@ class _CommitLog:
         return cls(np.ones(k, dtype=bool), _codes(k, name), np.full(k, -1, dtype=np.int8), {})
 
 
-def _sql(data, props: pa.Array, rows: np.ndarray, cache: dict) -> _CommitLog:
-    """`evaluate_sql` for one filter data over the given rows, through the engine."""
-    engine = cache.get(id(data.compiled))
-    if engine is None:
-        engine = cache[id(data.compiled)] = Engine([data.compiled])
-    (res,) = engine.evaluate(props if len(rows) == len(props) else props.take(pa.array(rows)))
+def _sql(data, props: pa.Array, rows: np.ndarray, cache: dict, done: dict | None = None) -> _CommitLog:
+    """`evaluate_sql` for one filter data over the given rows, through the engine (`done`: results over every row
+    already computed, by the compiled expression's id)."""
+    if done is not None and id(data.compiled) in done and len(rows) == len(props):
+        res = done[id(data.compiled)]
+    else:
+        engine = cache.get(id(data.compiled))
+        if engine is None:
+            engine = cache[id(data.compiled)] = Engine([data.compiled])
+        (res,) = engine.evaluate(props if len(rows) == len(props) else props.take(pa.array(rows)))
     state = res.state
     errors, texts = {}, {}
     for i in np.flatnonzero(state == ERROR).tolist():  # each distinct error formatted once
@@ -218,8 +222,10 @@ def commit_log_layer(f: mf.ExpressionMessageFilter, u: Units, rows: np.ndarray,
     return out
 
 
-def _commit_log(f: mf.ExpressionMessageFilter, props: pa.Array, rows: np.ndarray, cache: dict) -> _CommitLog:
-    """The commit-log layer over the given rows of the messages' properties (RAISES where the broker throws)."""
+def _commit_log(f: mf.ExpressionMessageFilter, props: pa.Array, rows: np.ndarray, cache: dict,
+                done: dict | None = None) -> _CommitLog:
+    """The commit-log layer over the given rows of the messages' properties (RAISES where the broker throws;
+    `done` as in `_sql`)."""
     k = len(rows)
     sub = f.subscription
     if sub is None:
@@ -239,7 +245,7 @@ def _commit_log(f: mf.ExpressionMessageFilter, props: pa.Array, rows: np.ndarray
     data = f.filter_data
     if data is None or data.expression is None or data.compiled is None:
         return _CommitLog.constant(k, "no_filter_data")
-    return _sql(data, props, rows, cache)
+    return _sql(data, props, rows, cache, done)
 
 
 def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, props: pa.Array, rows: np.ndarray,
@@ -369,8 +375,17 @@ def message_verdicts(filters: Sequence[mf.ExpressionMessageFilter], properties: 
     keep = np.ones((n, k), dtype=bool)
     errors: dict[tuple[int, int], str] = {}
     rows = np.arange(n)
+    compiled = {id(d.compiled): d.compiled for f in filters if (d := f.filter_data) is not None
+                and d.expression is not None and d.compiled is not None}
+    done = {}
+    if compiled and n:  # the filters' expressions over the batch at once: the named properties extracted once
+        key = ("all", *compiled)
+        engine = cache.get(key)
+        if engine is None:
+            engine = cache[key] = Engine(list(compiled.values()))
+        done = dict(zip(compiled, engine.evaluate(properties), strict=True))
     for s, f in enumerate(filters):
-        cl = _commit_log(f, properties, rows, cache)
+        cl = _commit_log(f, properties, rows, cache, done)
         reason[:, s], state[:, s] = cl.reason, cl.sql_state
         errors.update({(i, s): text for i, text in cl.errors.items()})
         if f.subscription is not None:

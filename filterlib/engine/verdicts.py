@@ -4,7 +4,8 @@ pages over a few bytes per unit and never carries the message's properties to it
 What a unit's decision needs from its message is, per filter, the commit-log layer's branch and SQL92 state and
 the client's tag re-check: `filterlib.engine.decide.message_verdicts` computes them set-at-a-time over a batch of
 messages; `Verdicts` holds them as (messages, filters) arrays, and `to_arrow` / `from_arrow` carry them as one
-binary column (three bytes a filter) beside the evaluation errors' texts.
+binary column (a byte a filter: the branch, which fixes the SQL92 state, and the client's bit) beside the
+evaluation errors' texts.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filterlib import vocabulary as vocab
+
 RAISES = -2
 """The commit-log branch of a retry filter over a message without RETRY_TOPIC: the broker throws (the replay raises
 `BrokerFilterError` where such a unit reaches that layer)."""
-SLOT_BYTES = 3
-"""Bytes a filter takes in a message's verdicts: commit-log branch, SQL92 state, client keeps."""
+_RAISES_BYTE, _KEEP_BIT = 0x3F, 0x80
+_STATE_OF = np.full(64, -1, dtype=np.int8)
+for _state, _name in enumerate(("sql_false", "sql_true", "sql_null", "sql_error")):  # results.FALSE .. ERROR
+    _STATE_OF[vocab.REASONS.index(_name)] = _state
+if len(vocab.REASONS) >= _RAISES_BYTE:
+    raise ValueError("a verdict byte holds a branch in 6 bits")
 FIELDS = (pa.field("verdicts", pa.binary()), pa.field("verdict_errors", pa.string()),
           pa.field("tags_missing", pa.bool_()))
 """The columns that carry a message's verdicts (`to_arrow`)."""
@@ -73,12 +80,13 @@ class Verdicts:
 
 
 def to_arrow(v: Verdicts) -> list[pa.Array]:
-    """The FIELDS columns: the verdicts as SLOT_BYTES bytes a slot, the errors as JSON {"row slot": text} per
-    message (null without any), tags_missing."""
-    n, s = v.reason.shape
-    packed = np.empty((n, s, SLOT_BYTES), dtype=np.int8)
-    packed[:, :, 0], packed[:, :, 1], packed[:, :, 2] = v.reason, v.sql_state, v.keep
-    width = s * SLOT_BYTES
+    """The FIELDS columns: the verdicts as a byte a slot (the branch in the low six bits, the client's keep in the
+    top one), the errors as JSON {"slot": text} per message (null without any), tags_missing."""
+    n, width = v.reason.shape
+    if ((v.reason >= 0) & (_STATE_OF[np.maximum(v.reason, 0)] != np.where(v.sql_state < 0, -1, v.sql_state))).any():
+        raise ValueError("a verdict's SQL92 state is not its branch's")
+    packed = np.where(v.reason == RAISES, _RAISES_BYTE, v.reason).astype(np.uint8) | \
+        (v.keep.astype(np.uint8) * np.uint8(_KEEP_BIT))
     if width:
         fixed = pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(packed.tobytes())])
         column = fixed.cast(pa.binary())
@@ -98,9 +106,9 @@ def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, slo
     """The Verdicts of `to_arrow`'s columns, `slots` filters wide; a null row (no message at the unit's offset)
     takes `missing`'s one row (the verdicts of a message that is not there)."""
     n = len(verdicts)
-    width = slots * SLOT_BYTES
+    width = slots
     valid = np.asarray(verdicts.is_valid(), dtype=bool) if n else np.zeros(0, bool)
-    packed = np.zeros((n, width), dtype=np.int8)
+    packed = np.zeros((n, width), dtype=np.uint8)
     if valid.any():
         present = verdicts.filter(pa.array(valid)).cast(pa.binary())
         lengths = pc.binary_length(present).to_numpy(zero_copy_only=False)
@@ -108,10 +116,12 @@ def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, slo
             raise ValueError(f"message verdicts are {sorted(set(lengths.tolist()))} bytes, not {width}")
         offsets = np.frombuffer(present.buffers()[1], dtype=np.int32)[present.offset: present.offset + len(present)
                                                                        + 1]
-        data = np.frombuffer(present.buffers()[2], dtype=np.int8)[offsets[0]: offsets[-1]]
+        data = np.frombuffer(present.buffers()[2], dtype=np.uint8)[offsets[0]: offsets[-1]]
         packed[valid] = data.reshape(len(present), width)
-    packed = packed.reshape(n, slots, SLOT_BYTES)
-    reason, state, keep = packed[:, :, 0].copy(), packed[:, :, 1].copy(), packed[:, :, 2].astype(bool)
+    branch = packed & np.uint8(_RAISES_BYTE)
+    reason = np.where(branch == _RAISES_BYTE, RAISES, branch).astype(np.int8)
+    state = _STATE_OF[branch & np.uint8(0x3F)]
+    keep = (packed & np.uint8(_KEEP_BIT)) != 0
     gone = np.flatnonzero(~valid)
     tags_gone = np.asarray(pc.fill_null(tags_missing, True).to_numpy(zero_copy_only=False), dtype=bool) if n else \
         np.zeros(0, bool)

@@ -1,0 +1,81 @@
+"""`filterlib.engine.verdicts`: a message's answers to its topic's filters survive their Arrow column byte for byte,
+a unit without a message takes a missing message's answers, and a retry message without RETRY_TOPIC raises only
+where a unit that reaches the commit-log layer points at it (as the properties path does)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from support.filters import MAP
+
+from filterlib import message_filter as mf
+from filterlib.engine.decide import REASONS, Units, commit_log_layer, decide_units, message_verdicts
+from filterlib.engine.verdicts import RAISES, assign, from_arrow, to_arrow
+from filterlib.errors import BrokerFilterError
+from filterlib.registry import ConsumerFilterManager, compile_filter
+from filterlib.tags import build_subscription
+
+
+def _units(props: list, tags: list) -> Units:
+    n = len(props)
+    return Units(np.zeros(n, np.int64), np.ones(n, bool), np.zeros(n, bool), np.zeros(n, np.int64),
+                 np.zeros((n, 0), np.uint8), np.full(n, -1, np.int64), pa.array(props, MAP),
+                 pa.array(tags, pa.string()))
+
+
+def _sql_filter(expr: str) -> mf.ExpressionMessageFilter:
+    m = ConsumerFilterManager(compiler=compile_filter)
+    m.register("T", "G", expr, "SQL92", 1)
+    data = m.get("T", "G")
+    return mf.ExpressionMessageFilter(build_subscription(expr, "SQL92", "T"), data, m.bloom_filter)
+
+
+def test_verdicts_round_trip_and_decide_like_the_properties():
+    sql = _sql_filter("a > 2 AND b = 'x'")
+    bad = _sql_filter("a > 'q'")  # a string compared with a number: an evaluation error where a is a number
+    tag = mf.ExpressionMessageFilter(build_subscription("TagA || TagB", "TAG", "T"), None, None)
+    props = [[("a", "3"), ("b", "x")], [("a", "1")], [], None, [("a", "z"), ("b", "x")]]
+    tags = ["TagA", None, "TagC", None, "TagB"]
+    u = _units(props, tags)
+    filters = [sql, bad, tag]
+    v = message_verdicts(filters, u.properties, u.tags)
+    back = assign(from_arrow(*to_arrow(v), len(filters), None), filters)
+    assert (back.reason == v.reason).all() and (back.sql_state == v.sql_state).all() and (back.keep == v.keep).all()
+    assert back.errors == v.errors and v.errors  # the texts of the evaluation errors come back
+    assert (back.tags_missing == [False, True, False, True, False]).all()
+    for f in filters:
+        want = decide_units(f, u)
+        got = decide_units(f, dataclasses.replace(u, properties=None, tags=None, verdicts=back))
+        assert [got.row(i) for i in range(len(u))] == [want.row(i) for i in range(len(u))]
+
+
+def test_a_null_row_takes_the_missing_messages_verdicts():
+    filters = [_sql_filter("a > 1")]
+    missing = message_verdicts(filters, pa.nulls(1, MAP), pa.nulls(1, pa.string()))
+    v = message_verdicts(filters, pa.array([[("a", "1")]], MAP), pa.array(["TagA"]))
+    cols = to_arrow(v)
+    two = [pa.concat_arrays([c, pa.nulls(1, c.type)]) for c in cols]
+    back = from_arrow(*two, 1, missing)
+    assert back.reason[1, 0] == missing.reason[0, 0] and bool(back.tags_missing[1])
+    with pytest.raises(ValueError, match="missing message"):
+        from_arrow(*two, 1, None)
+    with pytest.raises(ValueError, match="bytes, not 2"):
+        from_arrow(*cols, 2, None)
+
+
+def test_a_retry_message_without_retry_topic_raises_where_the_layer_reads_it():
+    m = ConsumerFilterManager(compiler=compile_filter)
+    m.register("T", "G", "a > 1", "SQL92", 1)
+    sub = build_subscription("a > 1", "SQL92", "%RETRY%G")
+    f = mf.ExpressionForRetryMessageFilter(sub, None, m, version=(5, 3, 3))
+    u = _units([[("RETRY_TOPIC", "T"), ("a", "2")], [("a", "2")]], [None, None])
+    v = assign(message_verdicts([f], u.properties, u.tags), [f])
+    assert v.reason[1, 0] == RAISES and REASONS[v.reason[0, 0]] == "sql_true"
+    with_v = dataclasses.replace(u, properties=None, tags=None, verdicts=v)
+    assert commit_log_layer(f, with_v, np.array([0])).matched.all()
+    for units in (u, with_v):
+        with pytest.raises(BrokerFilterError, match="RETRY_TOPIC"):
+            commit_log_layer(f, units, np.array([0, 1]))
