@@ -125,6 +125,44 @@ def file_target(spark: SparkSession, warehouse: str, table: str, dump_id: str) -
     raise ValueError(f"{uri}: tasks write Parquet directly only to a local or s3a:// warehouse")
 
 
+@dataclass(frozen=True)
+class FileSource:
+    """One dump's data files of a table at the version a run reads, as tasks read them with pyarrow (picklable):
+    `paths` inside the file system (local paths, or bucket/key for s3)."""
+
+    paths: tuple[str, ...]
+    kind: str = "local"
+    s3: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def filesystem(self) -> pafs.FileSystem:
+        """The pyarrow file system the task reads through."""
+        return pafs.LocalFileSystem() if self.kind == "local" else pafs.S3FileSystem(**self.s3)
+
+
+_PLAIN_FILES = {"delta.enableDeletionVectors": "false", "delta.columnMapping.mode": "none"}
+"""Table settings under which a data file's rows are the table's rows, by the file's own column names."""
+
+
+def file_source(spark: SparkSession, df: Any, warehouse: str, table: str) -> FileSource | None:
+    """The Parquet files behind `df` (one dump's rows of `table`, as `jobs.runs.read_dump` reads them), for tasks
+    that read them themselves; None where the files alone do not give the rows (deletion vectors, column mapping)
+    or the warehouse is neither local nor s3a:// (read those through Spark)."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path(warehouse, table))
+    conf = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).metadata().configuration()
+    for key, plain in _PLAIN_FILES.items():
+        if conf.contains(key) and str(conf.apply(key)).lower() != plain:
+            return None
+    uris = sorted(df.inputFiles())
+    if all(_local_dir(u) is not None for u in uris):
+        return FileSource(tuple(_local_dir(u) for u in uris))
+    parts = [urlsplit(u) for u in uris]
+    if parts and all(p.scheme == "s3a" and p.netloc == parts[0].netloc for p in parts):
+        return FileSource(tuple(f"{p.netloc}{unquote(p.path)}" for p in parts), "s3",
+                          _s3_options(spark, parts[0].netloc))
+    return None
+
+
 def _scalar(v: Any) -> Any:
     """A statistics value as JSON takes it."""
     return v.as_py() if hasattr(v, "as_py") else v

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from filterlib import tables
 from filterlib.engine import verdicts
-from filterlib.engine.decide import message_verdicts
+from filterlib.engine.decide import layout_of, message_verdicts
 from filterlib.rebuild.dispatch import registry_from_spec
 from filterlib.replay import matrix, whatif
 from filterlib.replay.matrix import MATRIX_SCHEMA
@@ -226,38 +226,89 @@ def verdict_side_ddl() -> str:
     return spark_ddl(VERDICT_SIDE_SCHEMA)
 
 
+MESSAGE_COLUMNS = ("commit_log_offset", "topic", *MESSAGE_SIDE)
+"""The messages' columns the verdicts are computed from."""
+
+
 def message_side(ctx: PullContext):
-    """The mapInArrow function over messages (commit_log_offset, topic, properties, tags, body_error): each
-    message of a verdict topic with its verdicts under its topic's filters (VERDICT_SIDE_SCHEMA), computed where
-    the message is read, so that no properties travel to the queues' pieces; any other message with its offset and
-    topic -1 only (a unit pointing at it is another topic's)."""
+    """The mapInArrow function over messages (MESSAGE_COLUMNS): each message of a verdict topic with its verdicts
+    under its topic's filters (VERDICT_SIDE_SCHEMA), computed where the message is read, so that no properties
+    travel to the queues' pieces; any other message with its offset and topic -1 only (a unit pointing at it is
+    another topic's)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        by_topic = _topic_filters(ctx)
-        number = {t: i for i, t in enumerate(verdict_topics(ctx))}
         cache: dict = {}
         for batch in batches:
-            topic = batch.column("topic")
-            names = pc.unique(topic).to_pylist()
-            others = [n for n in names if n not in number]
-            if others:
-                part = batch.filter(pc.invert(pc.fill_null(pc.is_in(topic, pa.array(list(number), pa.string())),
-                                                           False))) if len(others) < len(names) else batch
-                n = part.num_rows
-                yield pa.RecordBatch.from_arrays(
-                    [part.column("commit_log_offset"), pa.array(np.full(n, -1, np.int32)),
-                     part.column("body_error").cast(pa.string()), pa.nulls(n, pa.binary()), pa.nulls(n, pa.string()),
-                     pa.nulls(n, pa.bool_())], schema=VERDICT_SIDE_SCHEMA)
-            for name in names:
-                if name not in number:
-                    continue
-                part = batch.filter(pc.equal(topic, name)) if len(names) > 1 else batch
-                v = message_verdicts(_slots(by_topic[name]), part.column("properties"), part.column("tags"), cache)
-                yield pa.RecordBatch.from_arrays(
-                    [part.column("commit_log_offset"), pa.array(np.full(part.num_rows, number[name], np.int32)),
-                     part.column("body_error").cast(pa.string()), *verdicts.to_arrow(v)], schema=VERDICT_SIDE_SCHEMA)
+            yield from _verdict_batches(ctx, batch, cache)
 
     return run
+
+
+def message_files_side(ctx: PullContext, source: Any, low: int | None):
+    """`message_side` over the messages table's Parquet files read here with pyarrow (a task per file, `source` a
+    `jobs.delta_files.FileSource`): Spark never converts the properties maps. Rows below commit log offset `low`
+    (a continued history's) are skipped, whole row groups by their statistics."""
+    import pyarrow.parquet as pq
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs = source.filesystem()
+        cache: dict = {}
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                with fs.open_input_file(path) as f:
+                    pf = pq.ParquetFile(f)
+                    names = pf.schema_arrow.names
+                    groups = [g for g in range(pf.num_row_groups) if low is None or _max_offset(pf, g) >= low]
+                    for g in groups:
+                        t = pf.read_row_group(g, columns=[c for c in MESSAGE_COLUMNS if c in names])
+                        if "body_error" not in t.column_names:  # written before job 1 had the column
+                            t = t.append_column("body_error", pa.nulls(t.num_rows, pa.string()))
+                        if low is not None:
+                            t = t.filter(pc.greater_equal(t.column("commit_log_offset"), low))
+                        for b in t.select(list(MESSAGE_COLUMNS)).to_batches(max_chunksize=1 << 17):
+                            yield from _verdict_batches(ctx, b, cache)
+
+    return run
+
+
+def _max_offset(pf: Any, group: int) -> int:
+    """The largest commit_log_offset of a row group (its statistics), or a number past every offset without."""
+    meta = pf.metadata.row_group(group)
+    for i in range(meta.num_columns):
+        col = meta.column(i)
+        if col.path_in_schema == "commit_log_offset" and col.statistics is not None and col.statistics.has_min_max:
+            return int(col.statistics.max)
+    return 1 << 62
+
+
+def _verdict_batches(ctx: PullContext, batch: pa.RecordBatch, cache: dict) -> Iterator[pa.RecordBatch]:
+    """One batch of messages as VERDICT_SIDE_SCHEMA batches (`message_side`)."""
+    by_topic = _topic_filters(ctx)
+    number = {t: i for i, t in enumerate(verdict_topics(ctx))}
+    topic = batch.column("topic")
+    names = pc.unique(topic).to_pylist()
+    others = [n for n in names if n not in number]
+    if others:
+        part = batch.filter(pc.invert(pc.fill_null(pc.is_in(topic, pa.array(list(number), pa.string())),
+                                                   False))) if len(others) < len(names) else batch
+        n = part.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [part.column("commit_log_offset"), pa.array(np.full(n, -1, np.int32)),
+             part.column("body_error").cast(pa.string()), pa.nulls(n, pa.binary()), pa.nulls(n, pa.string()),
+             pa.nulls(n, pa.bool_())], schema=VERDICT_SIDE_SCHEMA)
+    for name in names:
+        if name not in number:
+            continue
+        part = batch.filter(pc.equal(topic, name)) if len(names) > 1 else batch
+        slots = _slots(by_topic[name])
+        layout = cache.get(("layout", name))
+        if layout is None:
+            layout = cache[("layout", name)] = layout_of(slots)
+        v = message_verdicts(slots, part.column("properties"), part.column("tags"), cache)
+        yield pa.RecordBatch.from_arrays(
+            [part.column("commit_log_offset"), pa.array(np.full(part.num_rows, number[name], np.int32)),
+             part.column("body_error").cast(pa.string()), *verdicts.to_arrow(v, layout)],
+            schema=VERDICT_SIDE_SCHEMA)
 
 
 def _message_side(ctx: PullContext, table: pa.Table, topic: str, entries: list) -> tuple[pa.Table, list | None, int]:

@@ -77,7 +77,7 @@ from jobs.cli import (
     resolve_version,
     run_main,
 )
-from jobs.delta_files import commit_dump, file_target
+from jobs.delta_files import commit_dump, file_source, file_target
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.history import Previous, is_history, last_pull_run
@@ -87,12 +87,14 @@ from jobs.pull_tasks import (
     DETAIL,
     FILE,
     MATRIX,
+    MESSAGE_COLUMNS,
     PIECE,
     PULL,
     QUEUE_TASK_DDL,
     WRITTEN,
     PullContext,
     cq_side_ddl,
+    message_files_side,
     message_side,
     out_ddl,
     piece_size,
@@ -474,13 +476,34 @@ def _member_head(s: dict) -> str:
            f"{s['owned_queues'] or 'none'}]"
 
 
-def _messages_from(messages: DataFrame, units: DataFrame) -> DataFrame:
-    """A continued history's messages from the first one its units to replay point at (file statistics prune the
-    rest): the join then pays for what is new, not for the whole history."""
+@dataclass(frozen=True)
+class MessageFiles:
+    """The messages a replay reads: the DataFrame, and where its tasks can read the table's Parquet files
+    themselves (`delta_files.FileSource`, None: through Spark), from commit log offset `low` on (None: all)."""
+
+    df: DataFrame
+    source: Any = None
+    low: int | None = None
+
+
+def _message_files(spark: SparkSession, inputs: Inputs, messages: DataFrame, body_checks: DataFrame | None,
+                   units: DataFrame, carried: Carried | None) -> MessageFiles:
+    """The replay's messages. A continued history's start at the first one its units to replay point at (file
+    statistics prune the rest): the replay pays for what is new, not for the whole history. Where the table's
+    rows are its files' rows and no body is checked here, the tasks read the files themselves."""
     from pyspark.sql import functions as F
 
-    low = units.agg(F.min("commit_log_offset")).first()[0]
-    return messages if low is None else messages.where(F.col("commit_log_offset") >= int(low))
+    low = None
+    if carried is not None:
+        found = units.agg(F.min("commit_log_offset")).first()[0]
+        if found is not None:
+            low = int(found)
+            messages = messages.where(F.col("commit_log_offset") >= low)
+    source = None
+    if body_checks is None:
+        source = file_source(spark, read_dump(spark, inputs.warehouse, "messages", inputs.dump_id), inputs.warehouse,
+                             "messages")
+    return MessageFiles(messages, source, low)
 
 
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary,
@@ -850,7 +873,7 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
                        continued=frozenset(f"{i}:{q}" for i, q in (carried.bases if carried else {})))
 
 
-def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: Any = None,
+def _replay(units: DataFrame, messages: DataFrame | MessageFiles, ctx: PullContext, decisions: Any = None,
             by_verdicts: bool = True) -> DataFrame:
     """The one replay, in two stages: where the messages are read, each one's verdicts under its topic's filters
     (`pull_tasks.message_side`, a byte a filter); then a task per piece of a queue (whole consumequeue files; a
@@ -863,11 +886,15 @@ def _replay(units: DataFrame, messages: DataFrame, ctx: PullContext, decisions: 
     of the decisions made, for the progress lines."""
     from pyspark import StorageLevel
 
-    if by_verdicts:
-        side = (messages.select("commit_log_offset", "topic", *MESSAGE_SIDE)
-                .mapInArrow(message_side(ctx), verdict_side_ddl()))
+    if by_verdicts and messages.source is not None:
+        paths = messages.source.paths
+        side = (messages.df.sparkSession.createDataFrame([(p,) for p in paths], "path string")
+                .repartition(max(1, len(paths))).mapInArrow(message_files_side(ctx, messages.source, messages.low),
+                                                            verdict_side_ddl()))
+    elif by_verdicts:
+        side = messages.df.select(*MESSAGE_COLUMNS).mapInArrow(message_side(ctx), verdict_side_ddl())
     else:
-        side = messages.select("commit_log_offset", *MESSAGE_SIDE)
+        side = messages.df.select("commit_log_offset", *MESSAGE_SIDE)
     joined = units.join(side, "commit_log_offset", "left")
     out = joined.groupBy("topic", "queue_id", "piece").applyInArrow(replay_queues(ctx, decisions), out_ddl())
     return out.persist(StorageLevel.MEMORY_AND_DISK)
@@ -1038,12 +1065,11 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         return summary
     topics = {p.topic for p in planned.all if p.ok or p.answer == NOT_SUBSCRIBED}
     units = _queue_units(spark, inputs, topics, summary, planned.carried)
-    if planned.carried is not None:
-        messages = _messages_from(messages, units)
+    msgs = _message_files(spark, inputs, messages, body_checks, units, planned.carried)
     ctx = _context(spark, inputs, planned, summary)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
     decisions = spark.sparkContext.accumulator(0)
-    out = _replay(units, messages, ctx, decisions)
+    out = _replay(units, msgs, ctx, decisions)
     files = _count(spark, inputs, planned, ctx, out, summary, decisions)
     if summary.foreign_units:  # rare: verdicts are per the message's topic, so join these units' properties
         summary.notes.append(f"{summary.foreign_units:,} units point at messages of another topic: replayed with "
@@ -1051,13 +1077,13 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         out.unpersist()
         decisions = spark.sparkContext.accumulator(0)
         foreign = summary.foreign_units
-        out = _replay(units, messages, ctx, decisions, by_verdicts=False)
+        out = _replay(units, msgs, ctx, decisions, by_verdicts=False)
         files = _count(spark, inputs, planned, ctx, out, summary, decisions)
         summary.foreign_units = foreign
     with progress(spark, log, "write the tables"):
         _write(spark, inputs, planned, ctx, out, files, summary)
     if planned.candidates:
-        _compare(spark, inputs, planned, ctx, out, messages, summary)
+        _compare(spark, inputs, planned, ctx, out, msgs.df, summary)
     out.unpersist()
     if body_checks is not None:
         body_checks.unpersist()

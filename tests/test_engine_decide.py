@@ -12,7 +12,7 @@ from support.filters import HARNESS_OUTCOMES, MAP, pulling_filters, sql_setup, u
 from support.harness_runs import pull_answers_run, store_run
 from support.registry_replay import replay_registrations
 
-from filterlib.engine.decide import REASONS, Units, decide_units, message_verdicts
+from filterlib.engine.decide import REASONS, Units, decide_units, layout_of, message_verdicts
 from filterlib.engine.verdicts import assign, from_arrow, to_arrow
 from filterlib.message_filter import ExtUnit, decide
 from filterlib.registry import compile_filter
@@ -22,7 +22,8 @@ def with_verdicts(units: Units, filters: list) -> Units:
     """The units as job 2's replay takes them: no properties or tags, the messages' verdicts (through their Arrow
     columns) in their place."""
     v = message_verdicts(filters, units.properties, units.tags)
-    back = assign(from_arrow(*to_arrow(v), len(filters), None), filters)
+    layout = layout_of(filters)
+    back = assign(from_arrow(*to_arrow(v, layout), layout, None), filters)
     return dataclasses.replace(units, properties=None, tags=None, verdicts=back)
 
 

@@ -12,7 +12,7 @@ import pytest
 from support.filters import MAP
 
 from filterlib import message_filter as mf
-from filterlib.engine.decide import REASONS, Units, commit_log_layer, decide_units, message_verdicts
+from filterlib.engine.decide import REASONS, Units, commit_log_layer, decide_units, layout_of, message_verdicts
 from filterlib.engine.verdicts import RAISES, assign, from_arrow, to_arrow
 from filterlib.errors import BrokerFilterError
 from filterlib.registry import ConsumerFilterManager, compile_filter
@@ -35,16 +35,18 @@ def _sql_filter(expr: str) -> mf.ExpressionMessageFilter:
 
 def test_verdicts_round_trip_and_decide_like_the_properties():
     sql = _sql_filter("a > 2 AND b = 'x'")
-    bad = _sql_filter("a > 'q'")  # a string compared with a number: an evaluation error where a is a number
+    bad = _sql_filter("a > 'q'")  # does not compile: no filter data, the same branch for every message
     tag = mf.ExpressionMessageFilter(build_subscription("TagA || TagB", "TAG", "T"), None, None)
     props = [[("a", "3"), ("b", "x")], [("a", "1")], [], None, [("a", "z"), ("b", "x")]]
     tags = ["TagA", None, "TagC", None, "TagB"]
     u = _units(props, tags)
     filters = [sql, bad, tag]
     v = message_verdicts(filters, u.properties, u.tags)
-    back = assign(from_arrow(*to_arrow(v), len(filters), None), filters)
+    layout = layout_of(filters)
+    assert (layout.branch_bits, layout.keep_bit, layout.width) == ((2, 0, 0), (False, False, True), 1)
+    back = assign(from_arrow(*to_arrow(v, layout), layout, None), filters)
     assert (back.reason == v.reason).all() and (back.sql_state == v.sql_state).all() and (back.keep == v.keep).all()
-    assert back.errors == v.errors and v.errors  # the texts of the evaluation errors come back
+    assert back.errors == v.errors and v.errors  # the texts of the evaluation errors (a = 'z') come back
     assert (back.tags_missing == [False, True, False, True, False]).all()
     for f in filters:
         want = decide_units(f, u)
@@ -56,14 +58,16 @@ def test_a_null_row_takes_the_missing_messages_verdicts():
     filters = [_sql_filter("a > 1")]
     missing = message_verdicts(filters, pa.nulls(1, MAP), pa.nulls(1, pa.string()))
     v = message_verdicts(filters, pa.array([[("a", "1")]], MAP), pa.array(["TagA"]))
-    cols = to_arrow(v)
+    layout = layout_of(filters)
+    cols = to_arrow(v, layout)
     two = [pa.concat_arrays([c, pa.nulls(1, c.type)]) for c in cols]
-    back = from_arrow(*two, 1, missing)
-    assert back.reason[1, 0] == missing.reason[0, 0] and bool(back.tags_missing[1])
+    back = from_arrow(*two, layout, missing)
+    assert back.reason[0, 1] == missing.reason[0, 0] and bool(back.tags_missing[1])
     with pytest.raises(ValueError, match="missing message"):
-        from_arrow(*two, 1, None)
+        from_arrow(*two, layout, None)
+    wider = dataclasses.replace(layout, branch_bits=(2,) * 5, keep_bit=(False,) * 5, constant=(0,) * 5)
     with pytest.raises(ValueError, match="bytes, not 2"):
-        from_arrow(*cols, 2, None)
+        from_arrow(*cols, wider, None)
 
 
 def test_a_retry_message_without_retry_topic_raises_where_the_layer_reads_it():
@@ -73,7 +77,11 @@ def test_a_retry_message_without_retry_topic_raises_where_the_layer_reads_it():
     f = mf.ExpressionForRetryMessageFilter(sub, None, m, version=(5, 3, 3))
     u = _units([[("RETRY_TOPIC", "T"), ("a", "2")], [("a", "2")]], [None, None])
     v = assign(message_verdicts([f], u.properties, u.tags), [f])
-    assert v.reason[1, 0] == RAISES and REASONS[v.reason[0, 0]] == "sql_true"
+    assert v.reason[0, 1] == RAISES and REASONS[v.reason[0, 0]] == "sql_true"
+    layout = layout_of([f])
+    assert layout.branch_bits == (6,)
+    v = assign(from_arrow(*to_arrow(v, layout), layout, None), [f])  # RAISES survives its six bits
+    assert v.reason[0, 1] == RAISES
     with_v = dataclasses.replace(u, properties=None, tags=None, verdicts=v)
     assert commit_log_layer(f, with_v, np.array([0])).matched.all()
     for units in (u, with_v):

@@ -16,11 +16,11 @@ import pyarrow as pa
 
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
-from filterlib.engine.columns import MISSING, extract_properties
+from filterlib.engine.columns import MISSING, column_from_strings, extract_properties
 from filterlib.engine.engine import Engine
 from filterlib.engine.queue_layer import client_check, tag_hash_check
 from filterlib.engine.results import ERROR, TRUE
-from filterlib.engine.verdicts import RAISES, Verdicts
+from filterlib.engine.verdicts import RAISES, Layout, Verdicts
 from filterlib.errors import BrokerFilterError
 
 OUTCOMES = vocab.OUTCOME_NAMES
@@ -370,9 +370,9 @@ def message_verdicts(filters: Sequence[mf.ExpressionMessageFilter], properties: 
     `decide_units` reads from a unit's message, computed once per message where the messages are read."""
     cache = {} if engine_cache is None else engine_cache
     n, k = len(properties), len(filters)
-    reason = np.empty((n, k), dtype=np.int8)
-    state = np.empty((n, k), dtype=np.int8)
-    keep = np.ones((n, k), dtype=bool)
+    reason = np.empty((k, n), dtype=np.int8)
+    state = np.empty((k, n), dtype=np.int8)
+    keep = np.ones((k, n), dtype=bool)
     errors: dict[tuple[int, int], str] = {}
     rows = np.arange(n)
     compiled = {id(d.compiled): d.compiled for f in filters if (d := f.filter_data) is not None
@@ -384,15 +384,52 @@ def message_verdicts(filters: Sequence[mf.ExpressionMessageFilter], properties: 
         if engine is None:
             engine = cache[key] = Engine(list(compiled.values()))
         done = dict(zip(compiled, engine.evaluate(properties), strict=True))
+    tag_column = column_from_strings(tags) if n and any(
+        f.subscription is not None and f.subscription.tags for f in filters) else None
     for s, f in enumerate(filters):
         cl = _commit_log(f, properties, rows, cache, done)
-        reason[:, s], state[:, s] = cl.reason, cl.sql_state
+        reason[s], state[s] = cl.reason, cl.sql_state
         errors.update({(i, s): text for i, text in cl.errors.items()})
         if f.subscription is not None:
-            keep[:, s] = client_check(tags, f.subscription)
+            keep[s] = client_check(tags, f.subscription, tag_column)
     v = Verdicts(reason, state, keep, np.asarray(tags.is_null(), dtype=bool) if n else np.zeros(0, bool), errors)
     v.slots = {id(f): i for i, f in enumerate(filters)}
     return v
+
+
+_NO_MESSAGE = pa.nulls(1, pa.map_(pa.string(), pa.string()))
+
+
+def layout_of(filters: Sequence[mf.ExpressionMessageFilter]) -> Layout:
+    """How these filters' verdicts are packed (`verdicts.Layout`), from what each one's layers can answer: a
+    branch every message shares (no SQL92 to run: its value is kept here), an SQL92 state, or a retry filter's
+    branch (the original topic's filter, any branch); a client keep where the subscription names tags."""
+    branch, keep, const = [], [], []
+    for f in filters:
+        kind = _branch_bits(f)
+        branch.append(kind)
+        const.append(int(_commit_log(f, _NO_MESSAGE, np.arange(1), {}).reason[0]) if kind == 0 else 0)
+        sub = f.subscription
+        keep.append(bool(sub is not None and sub.tags and not sub.class_filter_mode))
+    return Layout(tuple(branch), tuple(keep), tuple(const))
+
+
+def _branch_bits(f: mf.ExpressionMessageFilter) -> int:
+    """`_commit_log`'s branches for one filter: 0 where it never evaluates SQL92, 2 where it does, 6 for a retry
+    topic's (the filter of each message's original topic)."""
+    sub = f.subscription
+    if sub is None or sub.class_filter_mode:
+        return 0
+    if isinstance(f, mf.ExpressionForRetryMessageFilter):
+        is_retry = sub.topic is not None and sub.topic.startswith(mf.RETRY_GROUP_TOPIC_PREFIX)
+        if sub.topic is None or is_retry and not (f.version >= (5, 1, 4) and sub.is_tag_type):
+            return 6
+        if sub.is_tag_type:
+            return 0
+    elif sub.is_tag_type:
+        return 0
+    data = f.filter_data
+    return 0 if data is None or data.expression is None or data.compiled is None else 2
 
 
 _RETURNED = np.array([_O[vocab.DELIVERED], _O[vocab.TAG_CLIENT_MISMATCH], _O[vocab.MEMBER_RECHECK_DROP]],

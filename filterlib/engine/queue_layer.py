@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from filterlib.bloom import BloomFilter, BloomFilterData, hit_matrix
-from filterlib.engine.columns import MISSING, column_from_strings
+from filterlib.engine.columns import MISSING, Column, column_from_strings
 from filterlib.tags import SUB_ALL, Subscription, tags_code
 
 
@@ -39,12 +39,14 @@ def tag_hash_check(codes: np.ndarray, sub: Subscription, legal: np.ndarray | Non
     return hit
 
 
-def client_check(tags: pa.Array | pa.ChunkedArray, sub: Subscription) -> np.ndarray:
-    """The client's re-check per message: keep all for an empty tag set, else the exact TAGS string."""
+def client_check(tags: pa.Array | pa.ChunkedArray, sub: Subscription, col: Column | None = None) -> np.ndarray:
+    """The client's re-check per message: keep all for an empty tag set, else the exact TAGS string (`col`: the
+    tags as a Column already, when several subscriptions check the same messages)."""
     n = len(tags)
     if not sub.tags or sub.class_filter_mode:
         return np.ones(n, dtype=bool)
-    col = column_from_strings(tags)
+    if col is None:
+        col = column_from_strings(tags)
     wanted = [t for t in sub.tags if not any("\ud800" <= ch <= "\udfff" for ch in t)]
     if not wanted or col.cardinality == 0:
         return np.zeros(n, dtype=bool)

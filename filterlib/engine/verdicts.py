@@ -4,8 +4,8 @@ pages over a few bytes per unit and never carries the message's properties to it
 What a unit's decision needs from its message is, per filter, the commit-log layer's branch and SQL92 state and
 the client's tag re-check: `filterlib.engine.decide.message_verdicts` computes them set-at-a-time over a batch of
 messages; `Verdicts` holds them as (messages, filters) arrays, and `to_arrow` / `from_arrow` carry them as one
-binary column (a byte a filter: the branch, which fixes the SQL92 state, and the client's bit) beside the
-evaluation errors' texts.
+binary column (as few bits a filter as its kind needs: two for an SQL92 state, one for a tag re-check, none for
+what every message answers alike, six for a retry filter's branch) beside the evaluation errors' texts.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from filterlib import vocabulary as vocab
 RAISES = -2
 """The commit-log branch of a retry filter over a message without RETRY_TOPIC: the broker throws (the replay raises
 `BrokerFilterError` where such a unit reaches that layer)."""
-_RAISES_BYTE, _KEEP_BIT = 0x3F, 0x80
+_RAISES_BYTE = 0x3F
 _STATE_OF = np.full(64, -1, dtype=np.int8)
 for _state, _name in enumerate(("sql_false", "sql_true", "sql_null", "sql_error")):  # results.FALSE .. ERROR
     _STATE_OF[vocab.REASONS.index(_name)] = _state
 if len(vocab.REASONS) >= _RAISES_BYTE:
-    raise ValueError("a verdict byte holds a branch in 6 bits")
+    raise ValueError("a retry filter's verdict holds its branch in 6 bits")
 FIELDS = (pa.field("verdicts", pa.binary()), pa.field("verdict_errors", pa.string()),
           pa.field("tags_missing", pa.bool_()))
 """The columns that carry a message's verdicts (`to_arrow`)."""
@@ -36,10 +36,10 @@ FIELDS = (pa.field("verdicts", pa.binary()), pa.field("verdict_errors", pa.strin
 
 @dataclass
 class Verdicts:
-    """Per message (n rows) and filter slot (S): the commit-log layer's branch (`decide.REASONS` index, or RAISES)
-    and SQL92 state (-1 where no SQL ran), whether the client's tag re-check keeps it under the slot filter's
-    subscription; per message whether it has no TAGS; the texts of evaluation errors by (row, slot). `slots` maps
-    a filter object (its id) to its slot."""
+    """Per filter slot (S) and message (n), as (S, n) arrays so that a slot's verdicts lie together: the commit-log
+    layer's branch (`decide.REASONS` index, or RAISES) and SQL92 state (-1 where no SQL ran), whether the client's
+    tag re-check keeps it under the slot filter's subscription; per message whether it has no TAGS; the texts of
+    evaluation errors by (row, slot). `slots` maps a filter object (its id) to its slot."""
 
     reason: np.ndarray
     sql_state: np.ndarray
@@ -62,7 +62,8 @@ class Verdicts:
         """The given rows, their error texts renumbered."""
         at = {int(r): i for i, r in enumerate(rows.tolist())} if self.errors else {}
         errors = {(at[r], s): t for (r, s), t in self.errors.items() if r in at}
-        return Verdicts(self.reason[rows], self.sql_state[rows], self.keep[rows], self.tags_missing[rows], errors,
+        return Verdicts(self.reason[:, rows], self.sql_state[:, rows], self.keep[:, rows], self.tags_missing[rows],
+                        errors,
                         self.slots)
 
     def commit_log(self, f: object, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
@@ -72,22 +73,71 @@ class Verdicts:
         if self.errors:
             at = {int(r): i for i, r in enumerate(rows.tolist())}
             errors = {at[r]: t for (r, k), t in self.errors.items() if k == s and r in at}
-        return self.reason[rows, s], self.sql_state[rows, s], errors
+        return self.reason[s, rows], self.sql_state[s, rows], errors
 
     def client(self, f: object, rows: np.ndarray) -> np.ndarray:
         """Does the client's re-check keep each row's message under filter f's subscription?"""
-        return self.keep[rows, self.slot(f)]
+        return self.keep[self.slot(f), rows]
 
 
-def to_arrow(v: Verdicts) -> list[pa.Array]:
-    """The FIELDS columns: the verdicts as a byte a slot (the branch in the low six bits, the client's keep in the
-    top one), the errors as JSON {"slot": text} per message (null without any), tags_missing."""
-    n, width = v.reason.shape
-    if ((v.reason >= 0) & (_STATE_OF[np.maximum(v.reason, 0)] != np.where(v.sql_state < 0, -1, v.sql_state))).any():
-        raise ValueError("a verdict's SQL92 state is not its branch's")
-    packed = np.where(v.reason == RAISES, _RAISES_BYTE, v.reason).astype(np.uint8) | \
-        (v.keep.astype(np.uint8) * np.uint8(_KEEP_BIT))
+@dataclass(frozen=True)
+class Layout:
+    """How a topic's verdicts are packed, fixed by its filters alone (`filterlib.engine.decide.layout_of`): per
+    slot the bits its commit-log branch takes (0: the same for every message, `constant`; 2: an SQL92 state; 6: any
+    branch, a retry filter's) and whether the client's keep takes a bit (False: the subscription keeps every
+    message)."""
+
+    branch_bits: tuple[int, ...]
+    keep_bit: tuple[bool, ...]
+    constant: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.branch_bits)
+
+    def _slots(self, bits: int) -> list[int]:
+        return [s for s, b in enumerate(self.branch_bits) if b == bits]
+
+    @property
+    def bits(self) -> int:
+        """Bits a message's verdicts take."""
+        return sum(self.branch_bits) + sum(self.keep_bit)
+
+    @property
+    def width(self) -> int:
+        """Bytes a message's verdicts take."""
+        return -(-self.bits // 8)
+
+
+_SQL_REASONS = np.array([vocab.REASONS.index(n) for n in ("sql_false", "sql_true", "sql_null", "sql_error")],
+                        dtype=np.int8)
+
+
+def to_arrow(v: Verdicts, layout: Layout) -> list[pa.Array]:
+    """The FIELDS columns: the verdicts packed as `layout` says (each SQL92 state in two bits, a retry filter's
+    branch in six, a keep in one, a constant branch in none), the errors as JSON {"slot": text} per message (null
+    without any), tags_missing."""
+    slots, n = v.reason.shape
+    if slots != len(layout):
+        raise ValueError(f"verdicts of {slots} filters, a layout of {len(layout)}")
+    const, sql, full = layout._slots(0), layout._slots(2), layout._slots(6)
+    if const and (v.reason[const] != np.array([layout.constant[s] for s in const], np.int8)[:, None]).any():
+        raise ValueError("a verdict differs from its filter's constant branch")
+    planes = []
+    if sql:
+        state = v.sql_state[sql]
+        if (state < 0).any():
+            raise ValueError("an SQL92 filter's verdict without its state")
+        planes += [state & 1, (state >> 1) & 1]
+    if full:
+        code = np.where(v.reason[full] == RAISES, _RAISES_BYTE, v.reason[full])
+        planes += [(code >> j) & 1 for j in range(6)]
+    keeps = [s for s, k in enumerate(layout.keep_bit) if k]
+    if keeps:
+        planes.append(v.keep[keeps])
+    width = layout.width
     if width:
+        bits = np.concatenate(planes, axis=0).astype(np.uint8)
+        packed = np.ascontiguousarray(np.packbits(bits, axis=0, bitorder="little").T)
         fixed = pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(packed.tobytes())])
         column = fixed.cast(pa.binary())
     else:
@@ -101,15 +151,14 @@ def to_arrow(v: Verdicts) -> list[pa.Array]:
     return [column, pa.array(texts, pa.string()), pa.array(v.tags_missing, pa.bool_())]
 
 
-def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, slots: int,
+def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, layout: Layout,
                missing: Verdicts | None) -> Verdicts:
-    """The Verdicts of `to_arrow`'s columns, `slots` filters wide; a null row (no message at the unit's offset)
-    takes `missing`'s one row (the verdicts of a message that is not there)."""
-    n = len(verdicts)
-    width = slots
+    """The Verdicts of `to_arrow`'s columns under `layout`; a null row (no message at the unit's offset) takes
+    `missing`'s one row (the verdicts of a message that is not there)."""
+    n, slots, width = len(verdicts), len(layout), layout.width
     valid = np.asarray(verdicts.is_valid(), dtype=bool) if n else np.zeros(0, bool)
     packed = np.zeros((n, width), dtype=np.uint8)
-    if valid.any():
+    if valid.any() and width:
         present = verdicts.filter(pa.array(valid)).cast(pa.binary())
         lengths = pc.binary_length(present).to_numpy(zero_copy_only=False)
         if not (lengths == width).all():
@@ -118,10 +167,27 @@ def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, slo
                                                                        + 1]
         data = np.frombuffer(present.buffers()[2], dtype=np.uint8)[offsets[0]: offsets[-1]]
         packed[valid] = data.reshape(len(present), width)
-    branch = packed & np.uint8(_RAISES_BYTE)
-    reason = np.where(branch == _RAISES_BYTE, RAISES, branch).astype(np.int8)
-    state = _STATE_OF[branch & np.uint8(0x3F)]
-    keep = (packed & np.uint8(_KEEP_BIT)) != 0
+    bits = np.unpackbits(np.ascontiguousarray(packed.T), axis=0, count=layout.bits, bitorder="little") if width \
+        else np.zeros((0, n), np.uint8)
+    reason = np.empty((slots, n), dtype=np.int8)
+    const, sql, full = layout._slots(0), layout._slots(2), layout._slots(6)
+    for s in const:
+        reason[s] = layout.constant[s]
+    at = 0
+    if sql:
+        k = len(sql)
+        reason[sql] = _SQL_REASONS[bits[at: at + k] | (bits[at + k: at + 2 * k] << 1)]
+        at += 2 * k
+    if full:
+        k = len(full)
+        code = sum(bits[at + j * k: at + (j + 1) * k].astype(np.int16) << j for j in range(6))
+        reason[full] = np.where(code == _RAISES_BYTE, RAISES, code)
+        at += 6 * k
+    keep = np.ones((slots, n), dtype=bool)
+    keeps = [s for s, k in enumerate(layout.keep_bit) if k]
+    if keeps:
+        keep[keeps] = bits[at: at + len(keeps)] != 0
+    state = _STATE_OF[np.where(reason == RAISES, _RAISES_BYTE, reason)]
     gone = np.flatnonzero(~valid)
     tags_gone = np.asarray(pc.fill_null(tags_missing, True).to_numpy(zero_copy_only=False), dtype=bool) if n else \
         np.zeros(0, bool)
@@ -129,7 +195,8 @@ def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, slo
     if len(gone):
         if missing is None:
             raise ValueError("units without a message need the verdicts of a missing message")
-        reason[gone], state[gone], keep[gone] = missing.reason[0], missing.sql_state[0], missing.keep[0]
+        reason[:, gone], state[:, gone] = missing.reason[:, :1], missing.sql_state[:, :1]
+        keep[:, gone] = missing.keep[:, :1]
         tags_gone[gone] = missing.tags_missing[0]
         for (r, k), t in missing.errors.items():
             if r == 0:

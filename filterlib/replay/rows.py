@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from filterlib import message_filter as mf
 from filterlib.engine import verdicts
-from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units, message_verdicts
+from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, Units, layout_of, message_verdicts
 from filterlib.replay.paging import STATUS_NAMES, Calls, PullConfig, pull_queue
 
 UNIT_FIELDS = [pa.field("queue_offset", pa.int64()), pa.field("commit_log_offset", pa.int64()),
@@ -120,7 +120,12 @@ def _verdicts(table: pa.Table, slots: Sequence, engine_cache: dict | None) -> ve
     if cols[0].null_count:
         missing = message_verdicts(slots, pa.nulls(1, UNITS_SCHEMA.field("properties").type), pa.nulls(1, pa.string()),
                                    engine_cache)
-    return verdicts.assign(verdicts.from_arrow(*cols, len(slots), missing), slots)
+    layout = engine_cache.get(("layout", *map(id, slots))) if engine_cache is not None else None
+    if layout is None:
+        layout = layout_of(slots)
+        if engine_cache is not None:
+            engine_cache[("layout", *map(id, slots))] = layout
+    return verdicts.assign(verdicts.from_arrow(*cols, layout, missing), slots)
 
 
 def _names(codes: np.ndarray, names: Sequence[str]) -> pa.Array:

@@ -84,12 +84,12 @@ def pulling_filters(run: dict, manager: ConsumerFilterManager
 def verdict_units(units: pa.Table, slots: list) -> pa.Table:
     """A UNITS_SCHEMA table as job 2's replay takes it (`rows.VERDICT_UNITS_SCHEMA`): its messages' verdicts under
     `slots` in place of their properties and tags, null where the unit has no message (null properties)."""
-    from filterlib.engine.decide import message_verdicts
+    from filterlib.engine.decide import layout_of, message_verdicts
     from filterlib.engine.verdicts import to_arrow
     from filterlib.replay.rows import VERDICT_UNITS_SCHEMA
 
     props = units.column("properties").combine_chunks()
-    cols = to_arrow(message_verdicts(slots, props, units.column("tags").combine_chunks()))
+    cols = to_arrow(message_verdicts(slots, props, units.column("tags").combine_chunks()), layout_of(slots))
     cols[0] = pa.compute.if_else(props.is_valid(), cols[0], pa.nulls(len(props), pa.binary()))
     extra = dict(zip(("verdicts", "verdict_errors", "tags_missing"), cols, strict=True))
     return pa.Table.from_arrays([extra[f.name] if f.name in extra else units.column(f.name)
