@@ -77,7 +77,7 @@ from jobs.cli import (
     resolve_version,
     run_main,
 )
-from jobs.delta_files import commit_dump, file_source, file_target
+from jobs.delta_files import FileSource, commit_dump, file_source, file_target
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.history import Previous, is_history, last_pull_run
@@ -482,7 +482,7 @@ class MessageFiles:
     themselves (`delta_files.FileSource`, None: through Spark), from commit log offset `low` on (None: all)."""
 
     df: DataFrame
-    source: Any = None
+    source: FileSource | None = None
     low: int | None = None
 
 
@@ -873,17 +873,17 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
                        continued=frozenset(f"{i}:{q}" for i, q in (carried.bases if carried else {})))
 
 
-def _replay(units: DataFrame, messages: DataFrame | MessageFiles, ctx: PullContext, decisions: Any = None,
+def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decisions: Any = None,
             by_verdicts: bool = True) -> DataFrame:
     """The one replay, in two stages: where the messages are read, each one's verdicts under its topic's filters
-    (`pull_tasks.message_side`, a byte a filter); then a task per piece of a queue (whole consumequeue files; a
-    queue is one piece when short or RocksDB) pages every subscription of its topic at once over its units and
-    those bytes (`pull_tasks.OUT_SCHEMA` rows): no properties are joined or shuffled. `by_verdicts` False joins
-    the properties instead (for units that point at messages of another topic). Tasks write the matrix and
-    details as Parquet files themselves where they can (`ctx.targets`) and hand back the files, the pulls and a
-    count row per subscription; elsewhere the compact output itself comes back. Persisted: the counts, the pulls
-    and the tables all read it, and nothing is replayed twice or read back to count. `decisions`: an accumulator
-    of the decisions made, for the progress lines."""
+    (`pull_tasks.message_files_side` or `message_side`, a few bits a filter); then a task per piece of a queue
+    (whole consumequeue files; a queue is one piece when short or RocksDB) pages every subscription of its topic at
+    once over its units and those bytes (`pull_tasks.OUT_SCHEMA` rows): no properties are joined or shuffled.
+    `by_verdicts` False joins the properties instead (for units that point at messages of another topic). Tasks
+    write the matrix and details as Parquet files themselves where they can (`ctx.targets`) and hand back the
+    files, the pulls and a count row per subscription; elsewhere the compact output itself comes back. Persisted:
+    the counts, the pulls and the tables all read it, and nothing is replayed twice or read back to count.
+    `decisions`: an accumulator of the decisions made, for the progress lines."""
     from pyspark import StorageLevel
 
     if by_verdicts and messages.source is not None:
