@@ -20,7 +20,7 @@ from filterlib.engine.columns import MISSING, column_from_strings, extract_prope
 from filterlib.engine.engine import Engine
 from filterlib.engine.queue_layer import client_check, tag_hash_check
 from filterlib.engine.results import ERROR, TRUE
-from filterlib.engine.verdicts import RAISES, Layout, Verdicts
+from filterlib.engine.verdicts import RAISES, Layout, Verdicts, assign
 from filterlib.errors import BrokerFilterError
 
 OUTCOMES = vocab.OUTCOME_NAMES
@@ -222,30 +222,43 @@ def commit_log_layer(f: mf.ExpressionMessageFilter, u: Units, rows: np.ndarray,
     return out
 
 
-def _commit_log(f: mf.ExpressionMessageFilter, props: pa.Array, rows: np.ndarray, cache: dict,
-                done: dict | None = None) -> _CommitLog:
-    """The commit-log layer over the given rows of the messages' properties (RAISES where the broker throws;
-    `done` as in `_sql`)."""
-    k = len(rows)
+CONSTANT, RETRY, SQL = "constant", "retry", "sql"
+
+
+def _branch(f: mf.ExpressionMessageFilter) -> tuple[str, object]:
+    """What `check_commit_log` does with filter f's messages, in the broker's branch order: (CONSTANT, the branch
+    every message takes), (RETRY, None: each message's original topic's filter) or (SQL, the filter data)."""
     sub = f.subscription
     if sub is None:
-        return _CommitLog.constant(k, "no_subscription")
+        return CONSTANT, "no_subscription"
     if sub.class_filter_mode:
-        return _CommitLog.constant(k, "class_filter")
+        return CONSTANT, "class_filter"
     if isinstance(f, mf.ExpressionForRetryMessageFilter):
         if sub.topic is None:
             raise ValueError("the retry filter needs the subscription's topic")
         is_retry = sub.topic.startswith(mf.RETRY_GROUP_TOPIC_PREFIX)
         if (f.version >= (5, 1, 4) or not is_retry) and sub.is_tag_type:
-            return _CommitLog.constant(k, "tag_type")
+            return CONSTANT, "tag_type"
         if is_retry:
-            return _retry_commit_log(f, props, rows, cache)
+            return RETRY, None
     elif sub.is_tag_type:
-        return _CommitLog.constant(k, "tag_type")
+        return CONSTANT, "tag_type"
     data = f.filter_data
     if data is None or data.expression is None or data.compiled is None:
-        return _CommitLog.constant(k, "no_filter_data")
-    return _sql(data, props, rows, cache, done)
+        return CONSTANT, "no_filter_data"
+    return SQL, data
+
+
+def _commit_log(f: mf.ExpressionMessageFilter, props: pa.Array, rows: np.ndarray, cache: dict,
+                done: dict | None = None) -> _CommitLog:
+    """The commit-log layer over the given rows of the messages' properties (RAISES where the broker throws;
+    `done` as in `_sql`)."""
+    kind, what = _branch(f)
+    if kind == CONSTANT:
+        return _CommitLog.constant(len(rows), what)
+    if kind == RETRY:
+        return _retry_commit_log(f, props, rows, cache)
+    return _sql(what, props, rows, cache, done)
 
 
 def _retry_commit_log(f: mf.ExpressionForRetryMessageFilter, props: pa.Array, rows: np.ndarray,
@@ -375,8 +388,7 @@ def message_verdicts(filters: Sequence[mf.ExpressionMessageFilter], properties: 
     keep = np.ones((k, n), dtype=bool)
     errors: dict[tuple[int, int], str] = {}
     rows = np.arange(n)
-    compiled = {id(d.compiled): d.compiled for f in filters if (d := f.filter_data) is not None
-                and d.expression is not None and d.compiled is not None}
+    compiled = {id(d.compiled): d.compiled for kind, d in map(_branch, filters) if kind == SQL}
     done = {}
     if compiled and n:  # the filters' expressions over the batch at once: the named properties extracted once
         key = ("all", *compiled)
@@ -392,44 +404,22 @@ def message_verdicts(filters: Sequence[mf.ExpressionMessageFilter], properties: 
         errors.update({(i, s): text for i, text in cl.errors.items()})
         if f.subscription is not None:
             keep[s] = client_check(tags, f.subscription, tag_column)
-    v = Verdicts(reason, state, keep, np.asarray(tags.is_null(), dtype=bool) if n else np.zeros(0, bool), errors)
-    v.slots = {id(f): i for i, f in enumerate(filters)}
-    return v
+    return assign(Verdicts(reason, state, keep, np.asarray(tags.is_null(), dtype=bool) if n else np.zeros(0, bool),
+                           errors), filters)
 
 
-_NO_MESSAGE = pa.nulls(1, pa.map_(pa.string(), pa.string()))
+_BITS = {CONSTANT: 0, SQL: 2, RETRY: 6}
+"""A verdict's branch bits by `_branch` kind: none where every message takes the same branch, an SQL92 state, any
+branch (the original topic's filter, RAISES included)."""
 
 
 def layout_of(filters: Sequence[mf.ExpressionMessageFilter]) -> Layout:
-    """How these filters' verdicts are packed (`verdicts.Layout`), from what each one's layers can answer: a
-    branch every message shares (no SQL92 to run: its value is kept here), an SQL92 state, or a retry filter's
-    branch (the original topic's filter, any branch); a client keep where the subscription names tags."""
-    branch, keep, const = [], [], []
-    for f in filters:
-        kind = _branch_bits(f)
-        branch.append(kind)
-        const.append(int(_commit_log(f, _NO_MESSAGE, np.arange(1), {}).reason[0]) if kind == 0 else 0)
-        sub = f.subscription
-        keep.append(bool(sub is not None and sub.tags and not sub.class_filter_mode))
-    return Layout(tuple(branch), tuple(keep), tuple(const))
-
-
-def _branch_bits(f: mf.ExpressionMessageFilter) -> int:
-    """`_commit_log`'s branches for one filter: 0 where it never evaluates SQL92, 2 where it does, 6 for a retry
-    topic's (the filter of each message's original topic)."""
-    sub = f.subscription
-    if sub is None or sub.class_filter_mode:
-        return 0
-    if isinstance(f, mf.ExpressionForRetryMessageFilter):
-        is_retry = sub.topic is not None and sub.topic.startswith(mf.RETRY_GROUP_TOPIC_PREFIX)
-        if sub.topic is None or is_retry and not (f.version >= (5, 1, 4) and sub.is_tag_type):
-            return 6
-        if sub.is_tag_type:
-            return 0
-    elif sub.is_tag_type:
-        return 0
-    data = f.filter_data
-    return 0 if data is None or data.expression is None or data.compiled is None else 2
+    """How these filters' verdicts are packed (`verdicts.Layout`), from what each one's commit-log layer can answer
+    (`_branch`), and a client keep where the subscription names tags."""
+    kinds = [_branch(f) for f in filters]
+    keep = tuple(bool(f.subscription is not None and f.subscription.tags and not f.subscription.class_filter_mode)
+                 for f in filters)
+    return Layout(tuple(_BITS[k] for k, _ in kinds), keep, tuple(_R[w] if k == CONSTANT else 0 for k, w in kinds))
 
 
 _RETURNED = np.array([_O[vocab.DELIVERED], _O[vocab.TAG_CLIENT_MISMATCH], _O[vocab.MEMBER_RECHECK_DROP]],
