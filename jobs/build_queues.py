@@ -82,13 +82,13 @@ from jobs.decode_tasks import (
     export_queues,
     parse_report,
 )
-from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec
+from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec, replace_rows
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.history import Held
 from jobs.progress import progress
-from jobs.runs import read_dump, record_run
-from jobs.schemas import spark_ddl, table_ddl
+from jobs.runs import read_dump, read_rows, record_run
+from jobs.schemas import spark_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,11 +102,6 @@ log = job_logger(PROG)
 CQ_COLUMNS = CQ_SCHEMA.names
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
 CQ_STATS = QUEUE_STATS
-DUMP_FILES_DDL = table_ddl(DUMP_FILES)
-DUMPS_DDL = table_ddl(DUMPS)
-COPIES_DDL = table_ddl(COPIES)
-FILTERS_DDL = table_ddl(CONSUMER_FILTERS)
-
 
 
 @dataclass
@@ -903,11 +898,9 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     on_top_of = (lambda t: held.versions.get(t)) if held is not None else (lambda t: None)
     units = _units(spark, inputs, ctx, d, summary)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dump_files")
-    files_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in merged], DUMP_FILES_DDL)
-    summary.tables["dump_files"] = replace_dump(files_df, wh, "dump_files", inputs.dump_id)
+    summary.tables["dump_files"] = replace_rows(spark, wh, DUMP_FILES, inputs.dump_id, merged)
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consumer_filters")
-    filters_df = spark.createDataFrame([{"dump_id": inputs.dump_id, **r} for r in reg.rows], FILTERS_DDL)
-    summary.tables["consumer_filters"] = replace_dump(filters_df, wh, "consumer_filters", inputs.dump_id)
+    summary.tables["consumer_filters"] = replace_rows(spark, wh, CONSUMER_FILTERS, inputs.dump_id, reg.rows)
     with progress(spark, log, "write consume_queue"):
         units = _write_queue(spark, inputs, ctx, d, units, summary, on_top_of("consume_queue"))
     if inputs.export_cq is not None:
@@ -923,12 +916,12 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     for df in d.frames:
         df.unpersist()
     sc.setJobDescription(f"{PROG} {inputs.dump_id}: write dumps")
-    summary.tables["dumps"] = replace_dump(spark.createDataFrame([_dump_row(spark, inputs, summary, held, merged)],
-                                                                 DUMPS_DDL), wh, "dumps", inputs.dump_id)
+    summary.tables["dumps"] = replace_rows(spark, wh, DUMPS, inputs.dump_id,
+                                           [_dump_row(spark, inputs, summary, held, merged)])
     if inputs.history:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: write copies")
-        summary.tables["copies"] = append_dump(spark.createDataFrame([_copy_row(inputs, summary)], COPIES_DDL), wh,
-                                               "copies", inputs.dump_id, on_top_of("copies"))
+        summary.tables["copies"] = replace_rows(spark, wh, COPIES, inputs.dump_id, [_copy_row(inputs, summary)],
+                                                on_top_of=on_top_of("copies"))
     record_run(spark, wh, PROG, inputs.dump_id, summary.tables)  # last: readers move to this run's tables
     sc.setJobDescription(None)
     summary.seconds = time.monotonic() - t0
@@ -962,9 +955,9 @@ def _dump_row(spark: SparkSession, inputs: Inputs, summary: Summary, held: Held 
            "records": summary.records, "units": summary.units, "queues": summary.queues,
            "broker_version": inputs.broker_version}
     if held is not None:
-        before = read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id, version=held.versions["dumps"]).first()
+        (before,) = read_rows(spark, inputs.warehouse, "dumps", inputs.dump_id, version=held.versions["dumps"])
         row.update(files=len(files), bytes=sum(f["size"] for f in files), records=sum(f["records"] for f in files),
-                   units=(before.units or 0) + summary.units, queues=_history_queues(spark, inputs, summary, held))
+                   units=(before["units"] or 0) + summary.units, queues=_history_queues(spark, inputs, summary, held))
     return row
 
 
@@ -973,10 +966,9 @@ def _history_queues(spark: SparkSession, inputs: Inputs, summary: Summary, held:
     else, where a copies row lacks them, a distinct count over the whole history's consume_queue."""
     version = held.versions.get("copies")
     if summary.queue_set is not None and version is not None:
-        copies = read_dump(spark, inputs.warehouse, "copies", inputs.dump_id, version=version)
-        rows = copies.select("queue_ids").collect() if "queue_ids" in copies.columns else []
-        if rows and all(r.queue_ids is not None for r in rows):
-            held_ids = {tuple(q.split(":", 1)[::-1]) for r in rows for q in r.queue_ids}
+        rows = read_rows(spark, inputs.warehouse, "copies", inputs.dump_id, version=version)
+        if rows and all(r.get("queue_ids") is not None for r in rows):
+            held_ids = {tuple(q.split(":", 1)[::-1]) for r in rows for q in r["queue_ids"]}
             return len(held_ids | {(t, str(q)) for t, q in summary.queue_set})
     return (read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id, latest=True)
             .select("topic", "queue_id").distinct().count())

@@ -51,10 +51,13 @@ from jobs.delta_io import (
     stats_of,
     table_path,
 )
+from jobs.delta_log import file_path, live_files, local_dir, location, s3_options
 from jobs.faults import LayoutOutdated
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from filterlib.tables import Table
 
 STRING_PREFIX = 32  # Delta's dataSkippingStringPrefixLength: a longer string keeps a 32-character min and max bound
 
@@ -76,52 +79,17 @@ class FileTarget:
         return pafs.S3FileSystem(**self.s3)
 
 
-def _local_dir(uri: str) -> str | None:
-    """The local directory of a path or file: URI; None for any other URI."""
-    if "://" not in uri and not uri.startswith("file:"):
-        return os.path.abspath(uri)
-    u = urlsplit(uri)
-    return unquote(u.path) if u.scheme == "file" else None
-
-
-def _s3_options(spark: SparkSession, bucket: str) -> dict[str, Any]:
-    """pyarrow S3FileSystem arguments from the session's fs.s3a settings (per-bucket ones first)."""
-    hconf = spark._jsparkSession.sessionState().newHadoopConf()
-
-    def get(key: str) -> str | None:
-        value = hconf.get(f"fs.s3a.bucket.{bucket}.{key}") or hconf.get(f"fs.s3a.{key}")
-        return str(value) if value is not None else None
-
-    opts: dict[str, Any] = {}
-    endpoint = get("endpoint")
-    ssl = (get("connection.ssl.enabled") or "true").lower() != "false"
-    if endpoint:
-        u = urlsplit(endpoint if "://" in endpoint else ("https://" if ssl else "http://") + endpoint)
-        opts["endpoint_override"] = u.netloc
-        opts["scheme"] = u.scheme
-    region = get("endpoint.region") or get("region")
-    if region:
-        opts["region"] = region
-    if get("access.key") and get("secret.key"):
-        opts["access_key"], opts["secret_key"] = get("access.key"), get("secret.key")
-        if get("session.token"):
-            opts["session_token"] = get("session.token")
-    if (get("path.style.access") or "false").lower() != "true" and not endpoint:
-        opts["force_virtual_addressing"] = True
-    return opts
-
-
 def file_target(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> FileTarget:
     """The FileTarget of one table and dump: a local (or file:) warehouse, or an s3a:// one reached with the
     session's fs.s3a settings; ValueError for any other scheme (write those tables through delta_io)."""
     check_dump_id(dump_id)
     uri = table_path(warehouse, table)
-    local = _local_dir(uri)
+    local = local_dir(uri)
     if local is not None:
         return FileTarget(uri, dump_id, local)
     u = urlsplit(uri)
     if u.scheme == "s3a":
-        return FileTarget(uri, dump_id, f"{u.netloc}{u.path}".rstrip("/"), "s3", _s3_options(spark, u.netloc))
+        return FileTarget(uri, dump_id, f"{u.netloc}{u.path}".rstrip("/"), "s3", s3_options(spark, u.netloc))
     raise ValueError(f"{uri}: tasks write Parquet directly only to a local or s3a:// warehouse")
 
 
@@ -143,23 +111,31 @@ _PLAIN_FILES = {"delta.enableDeletionVectors": "false", "delta.columnMapping.mod
 """Table settings under which a data file's rows are the table's rows, by the file's own column names."""
 
 
-def file_source(spark: SparkSession, df: Any, warehouse: str, table: str) -> FileSource | None:
-    """The Parquet files behind `df` (one dump's rows of `table`, as `jobs.runs.read_dump` reads them), for tasks
-    that read them themselves; None where the files alone do not give the rows (deletion vectors, column mapping)
-    or the warehouse is neither local nor s3a:// (read those through Spark)."""
+def file_source(spark: SparkSession, df: Any, warehouse: str, table: str, dump_id: str,
+                version: int) -> FileSource | None:
+    """The Parquet files behind `df` (one dump's rows of `table` at `version`, as `jobs.runs.read_dump` reads them),
+    for tasks that read them themselves; None where the files alone do not give the rows (deletion vectors, column
+    mapping) or the warehouse is neither local nor s3a:// (read those through Spark). The files come from the
+    table's log (`jobs.delta_log`), else from delta-spark's own listing of `df`."""
+    uri = table_path(warehouse, table)
+    where = location(spark, uri)
+    found = live_files(spark, uri, version, where) if where is not None else None
+    adds = found.partition(PARTITION, dump_id) if found is not None else None
+    if adds is not None:
+        if not found.plain:
+            return None
+        return FileSource(tuple(sorted(file_path(where, a) for a in adds)), where.kind, where.s3)
     jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path(warehouse, table))
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
     conf = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).metadata().configuration()
     for key, plain in _PLAIN_FILES.items():
         if conf.contains(key) and str(conf.apply(key)).lower() != plain:
             return None
-    uris = sorted(df.inputFiles())
-    if all(_local_dir(u) is not None for u in uris):
-        return FileSource(tuple(_local_dir(u) for u in uris))
-    parts = [urlsplit(u) for u in uris]
+    parts = [urlsplit(u) for u in sorted(df.inputFiles())]  # Hadoop paths: the names as on disk, not URI-escaped
+    if all(p.scheme in ("", "file") for p in parts):
+        return FileSource(tuple(p.path for p in parts))
     if parts and all(p.scheme == "s3a" and p.netloc == parts[0].netloc for p in parts):
-        return FileSource(tuple(f"{p.netloc}{unquote(p.path)}" for p in parts), "s3",
-                          _s3_options(spark, parts[0].netloc))
+        return FileSource(tuple(f"{p.netloc}{p.path}" for p in parts), "s3", s3_options(spark, parts[0].netloc))
     return None
 
 
@@ -346,21 +322,34 @@ def _add_action(d: dict, dump_id: str) -> str:
 
 
 def _files_to_remove(spark: SparkSession, txn: Any, path: str, dump_id: str) -> list[Any]:
-    """The JVM AddFiles of the read snapshot in dump_id's partition (the transaction records reading it: Delta
-    checks other writers' files against that partition only)."""
+    """The JVM AddFiles of the read snapshot in dump_id's partition, the transaction recording that it read the
+    partition (Delta checks other writers' files against that partition only). The files come from the table's log
+    (`jobs.delta_log`, no Spark job), else from delta-spark's own listing (`filterFiles`)."""
     from pyspark.sql import functions as F
 
     jvm = spark._jvm
-    df = spark.read.format("delta").option("versionAsOf", txn.readVersion()).load(path)
-    cond = df.where(F.col(PARTITION) == dump_id)._jdf.queryExecution().analyzed().condition()
-    files = txn.filterFiles(_jvm_list(jvm, [cond]), False)
-    return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(files))
+    version = int(txn.readVersion())
+    df = spark.read.format("delta").option("versionAsOf", version).load(path)
+    cond = _jvm_list(jvm, [df.where(F.col(PARTITION) == dump_id)._jdf.queryExecution().analyzed().condition()])
+    found = live_files(spark, path, version)
+    adds = found.partition(PARTITION, dump_id) if found is not None else None
+    if adds is None:
+        return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.filterFiles(cond, False)))
+    action = jvm.org.apache.spark.sql.delta.actions.Action
+    files = [action.fromJson(json.dumps({"add": a})) for a in adds]
+    txn.trackReadPredicates(cond, False, True)  # what filterFiles records
+    txn.trackFilesRead(_jvm_list(jvm, files))
+    return files
 
 
 def _file_names(spark: SparkSession, path: str, dump_id: str, version: int) -> set[str]:
     """The names of the data files of dump_id's partition at a version (file names are unique: a uuid each)."""
     from pyspark.sql import functions as F
 
+    found = live_files(spark, path, version)
+    adds = found.partition(PARTITION, dump_id) if found is not None else None
+    if adds is not None:
+        return {posixpath.basename(unquote(a["path"])) for a in adds}
     df = spark.read.format("delta").option("versionAsOf", version).load(path).where(F.col(PARTITION) == dump_id)
     return {posixpath.basename(unquote(f)) for f in df.inputFiles()}
 
@@ -382,7 +371,7 @@ def _metadata_json(txn: Any, schema: pa.Schema, stats_columns: Sequence[str], ta
 
 
 def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Sequence[dict], schema: pa.Schema,
-            stats_columns: Sequence[str], on_top_of: int | None = None) -> int:
+            stats_columns: Sequence[str], on_top_of: int | None = None, blind: bool = False) -> int:
     """commit_dump's transaction itself."""
     for d in files:
         if d.get("dump_id") != dump_id or d.get("table_uri") != path:
@@ -395,36 +384,39 @@ def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Seq
     md = _metadata_json(txn, schema, stats_columns, table)
     if md is not None:
         txn.updateMetadata(delta.actions.Action.fromJson(md), False)
-    current = _files_to_remove(spark, txn, path, dump_id)
-    if on_top_of is not None:  # keep what that version held: only files committed since (a killed run's) go
+    current = [] if blind else _files_to_remove(spark, txn, path, dump_id)
+    if on_top_of is not None and not blind:  # keep what that version held: only files committed since go
         held = _file_names(spark, path, dump_id, on_top_of)
         current = [f for f in current if posixpath.basename(str(f.path())) not in held]
     removes = [f.remove() for f in current]
     adds = [delta.actions.Action.fromJson(_add_action(d, dump_id)) for d in files]
     modes = jvm.org.apache.spark.sql.SaveMode
-    mode = modes.Overwrite if on_top_of is None else modes.Append
+    overwrite = on_top_of is None and not blind
     op = getattr(delta, "DeltaOperations$Write")(
-        mode, _none(jvm), _some(jvm, f"dump_id = '{dump_id}'") if on_top_of is None else _none(jvm), _none(jvm),
+        modes.Overwrite if overwrite else modes.Append, _none(jvm),
+        _some(jvm, f"dump_id = '{dump_id}'") if overwrite else _none(jvm), _none(jvm),
         _none(jvm), _none(jvm), _some(jvm, md is not None), _none(jvm), _none(jvm))
     return int(txn.commit(_jvm_list(jvm, [*removes, *adds]), op))
 
 
 def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, files: Sequence[dict],
-                schema: pa.Schema, stats_columns: Sequence[str] = (), on_top_of: int | None = None) -> int:
+                schema: pa.Schema, stats_columns: Sequence[str] = (), on_top_of: int | None = None,
+                blind: bool = False) -> int:
     """On the driver: ONE Delta commit that removes every file in dump_id's partition and adds `files`; creates the
     table when missing (schema from the Arrow schema via jobs.schemas / filterlib.tables, partitioned by dump);
     merges a newer schema as replace_dump does (mergeSchema semantics); returns the committed version. Runs of
     other dumps committing meanwhile are no conflict (delta_io.PARTITION). Failures raise
     jobs.faults.TableWriteError like replace_dump; a table not partitioned by dump is delta_io.LayoutOutdated.
     `on_top_of` appends instead: the partition's files at that version stay (a history's last complete run), any
-    committed since (by a run killed before its runs row) go, so a re-run never holds a row twice."""
+    committed since (by a run killed before its runs row) go, so a re-run never holds a row twice. `blind` appends
+    without reading the partition (nothing removed, no conflict with any writer: the runs table's rows)."""
     path = table_path(warehouse, table)
     check_dump_id(dump_id)
     files = [d for d in files if d is not None]
     stats = stats_of(stats_columns)
     try:
         ensure_table(spark, path, table, _spark_schema(schema), stats)
-        return _commit(spark, path, table, dump_id, files, schema, stats, on_top_of)
+        return _commit(spark, path, table, dump_id, files, schema, stats, on_top_of, blind)
     except LayoutOutdated:
         raise
     except Exception as e:  # Py4JJavaError, ValueError: the cause stays chained
@@ -432,3 +424,123 @@ def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, f
 
         raise TableWriteError(table, path, dump_id) from e
 
+
+
+def _driver_target(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> FileTarget | None:
+    """file_target for the driver's own writes; None where it cannot write the files (write through Spark)."""
+    try:
+        return file_target(spark, warehouse, table, dump_id)
+    except ValueError:
+        return None
+
+
+def replace_rows(spark: SparkSession, warehouse: str, table: Table, dump_id: str, rows: Sequence[dict],
+                 stats_columns: Sequence[str] = (), on_top_of: int | None = None) -> str:
+    """delta_io.replace_dump (or, with `on_top_of`, append_dump) of a small table's rows the driver holds: one
+    Parquet file written by the driver and committed by `commit_dump`, no Spark job, where a DataFrame of them
+    cost a state reconstruction and a write job. A warehouse neither local nor s3a goes through Spark. Returns the
+    table's path."""
+    from jobs.delta_io import append_dump, replace_dump
+    from jobs.schemas import table_ddl
+
+    target = _driver_target(spark, warehouse, table.name, dump_id)
+    if target is None:
+        df = spark.createDataFrame([{**r, PARTITION: dump_id} for r in rows], table_ddl(table))
+        if on_top_of is not None:
+            return append_dump(df, warehouse, table.name, dump_id, on_top_of, stats_columns)
+        return replace_dump(df, warehouse, table.name, dump_id, stats_columns)
+    _write_rows(spark, warehouse, target, table, rows, stats_columns, on_top_of, False)
+    return table_path(warehouse, table.name)
+
+
+def append_rows(spark: SparkSession, warehouse: str, table: Table, dump_id: str, rows: Sequence[dict]) -> int:
+    """Rows added to a dump's partition in a blind append (one file, one commit that reads nothing, so it conflicts
+    with no writer): the runs table's rows. Returns the committed version."""
+    from jobs.delta_io import check_layout, last_version
+    from jobs.schemas import table_ddl
+
+    target = _driver_target(spark, warehouse, table.name, dump_id)
+    if target is not None:
+        return _write_rows(spark, warehouse, target, table, rows, (), None, True)
+    path = table_path(warehouse, table.name)
+    check_layout(spark, path, table.name)
+    (spark.createDataFrame([{**r, PARTITION: dump_id} for r in rows], table_ddl(table)).coalesce(1).write
+     .format("delta").mode("append").option("mergeSchema", "true").partitionBy(PARTITION).save(path))
+    return last_version(spark, path)
+
+
+def _write_rows(spark: SparkSession, warehouse: str, target: FileTarget, table: Table, rows: Sequence[dict],
+                stats_columns: Sequence[str], on_top_of: int | None, blind: bool) -> int:
+    """The driver's own file of `rows` and its commit."""
+    schema = table.arrow()
+    data = pa.Table.from_pylist([{**r, PARTITION: target.dump_id} for r in rows], schema)
+    part = write_part(target, data, schema, stats_columns, compression=parquet_codec(spark))
+    return commit_dump(spark, warehouse, table.name, target.dump_id, [part], schema, stats_columns, on_top_of,
+                       blind)
+
+
+def dump_rows(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int) -> list[dict] | None:
+    """One dump's rows of a table at a version, read by the driver with pyarrow from the files its log names (each
+    row a dict of the table's columns, maps as dicts); None where the log or the files cannot answer exactly
+    (`jobs.delta_log`): read those through Spark."""
+    uri = table_path(warehouse, table)
+    where = location(spark, uri)
+    found = live_files(spark, uri, version, where) if where is not None else None
+    adds = found.partition(PARTITION, dump_id) if found is not None and found.plain else None
+    if adds is None:
+        return None
+    names = [f["name"] for f in json.loads(found.metadata["schemaString"])["fields"]]
+    fs = where.filesystem()
+    rows = []
+    for add in adds:
+        for r in pq.read_table(file_path(where, add), filesystem=fs).to_pylist(maps_as_pydicts="strict"):
+            rows.append({n: dump_id if n == PARTITION else r.get(n) for n in names})
+    return rows
+
+
+def dump_records(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int) -> int | None:
+    """One dump's row count at a version from its files' statistics (numRecords, which every writer here records),
+    no Spark job; None where the log cannot answer exactly or a file has no count."""
+    uri = table_path(warehouse, table)
+    found = live_files(spark, uri, version) if version >= 0 else None
+    adds = found.partition(PARTITION, dump_id) if found is not None and found.plain else None
+    if adds is None:
+        return None
+    total = 0
+    for add in adds:
+        n = json.loads(add.get("stats") or "{}").get("numRecords")
+        if n is None:
+            return None
+        total += int(n)
+    return total
+
+
+def all_null(source: FileSource, column: str) -> bool:
+    """True when `column` holds no value in any of the source's files, by their Parquet footers' statistics (a file
+    without the column holds none); False when some row group may hold one or says nothing."""
+    fs = source.filesystem()
+    for path in source.paths:
+        with fs.open_input_file(path) as f:
+            meta = pq.ParquetFile(f).metadata
+        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+        if column not in names:
+            continue
+        i = names.index(column)
+        for g in range(meta.num_row_groups):
+            chunk = meta.row_group(g).column(i)
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count or stats.null_count != meta.row_group(g).num_rows:
+                return False
+    return True
+
+
+def frame_parts(df: Any, target: FileTarget, schema: pa.Schema, stats_columns: Sequence[str] = (),
+                compression: str = "snappy") -> list[dict]:
+    """A DataFrame's rows written by its own tasks, one Parquet file a partition (`write_part`), for `commit_dump`:
+    the rows never pass Spark's JVM writer, and the commit lists the files without a Spark job."""
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        d = write_part(target, batches, schema, stats_columns, compression)
+        yield pa.RecordBatch.from_pydict({"file": [None if d is None else json.dumps(d)]},
+                                         pa.schema([("file", pa.string())]))
+
+    return [json.loads(r.file) for r in df.mapInArrow(write, "file string").collect() if r.file is not None]

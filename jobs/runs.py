@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from filterlib import tables
-from jobs.delta_io import PARTITION, check_dump_id, check_layout, last_version, table_path
-from jobs.schemas import table_ddl
+from jobs.delta_files import append_rows, dump_rows
+from jobs.delta_io import check_dump_id, last_version, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,10 +42,7 @@ def record_run(spark: SparkSession, warehouse: str, job: str, dump_id: str, writ
     read = {t: v for t in inputs if (v := pinned_version(spark, warehouse, t, dump_id, quiet=True)) is not None}
     row = {"dump_id": dump_id, "run_id": uuid.uuid4().hex, "job": job, "finished_at": int(time.time() * 1000),
            "tables": versions, "inputs": read}
-    path = table_path(warehouse, RUNS)
-    check_layout(spark, path, RUNS)
-    (spark.createDataFrame([row], table_ddl(tables.RUNS)).coalesce(1).write.format("delta").mode("append")
-     .option("mergeSchema", "true").partitionBy(PARTITION).save(path))
+    append_rows(spark, warehouse, tables.RUNS, dump_id, [row])
     log.info("run %s of %s recorded: %s", row["run_id"], job,
              ", ".join(f"{t} v{v}" for t, v in sorted(versions.items())))
     return row
@@ -67,7 +64,6 @@ _pins: dict[tuple[str, str], tuple[int, dict[str, int]]] = {}  # (runs path, dum
 def pinned_versions(spark: SparkSession, warehouse: str, dump_id: str) -> dict[str, int]:
     """For each table some complete run of dump_id wrote, the version the last such run committed (looked up once
     per version of the runs table)."""
-    from pyspark.sql import functions as F
 
     path = table_path(warehouse, RUNS)
     runs_version = last_version(spark, path)
@@ -76,8 +72,7 @@ def pinned_versions(spark: SparkSession, warehouse: str, dump_id: str) -> dict[s
     hit = _pins.get((path, dump_id))
     if hit is not None and hit[0] == runs_version:
         return dict(hit[1])
-    rows = (spark.read.format("delta").option("versionAsOf", runs_version).load(path)
-            .where(F.col("dump_id") == dump_id).select("finished_at", "tables").collect())
+    rows = read_rows(spark, warehouse, RUNS, dump_id, version=runs_version)
     out: dict[str, int] = {}
     for r in sorted(rows, key=lambda r: r["finished_at"]):
         out.update(r["tables"] or {})
@@ -99,16 +94,35 @@ def pinned_version(spark: SparkSession, warehouse: str, table: str, dump_id: str
     return version
 
 
+def read_version(spark: SparkSession, warehouse: str, table: str, dump_id: str) -> int:
+    """The version of `table` that `read_dump` reads for dump_id (its pinned version, else the latest)."""
+    version = pinned_version(spark, warehouse, table, dump_id, quiet=True)
+    return version if version is not None else last_version(spark, table_path(warehouse, table))
+
+
 def last_run(spark: SparkSession, warehouse: str, dump_id: str, job: str) -> dict | None:
     """The runs row of the last complete run of `job` on dump_id (None: none, or no runs table)."""
-    from pyspark.sql import functions as F
-
-    path = table_path(warehouse, RUNS)
-    if last_version(spark, path) < 0:
+    if last_version(spark, table_path(warehouse, RUNS)) < 0:
         return None
-    rows = (spark.read.format("delta").load(path).where((F.col("dump_id") == dump_id) & (F.col("job") == job))
-            .orderBy(F.col("finished_at").desc()).limit(1).collect())
-    return rows[0].asDict() if rows else None
+    rows = [r for r in read_rows(spark, warehouse, RUNS, dump_id, latest=True) if r["job"] == job]
+    return max(rows, key=lambda r: r["finished_at"]) if rows else None
+
+
+def read_rows(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,
+              latest: bool = False) -> list[dict]:
+    """read_dump's rows as dicts (maps as dicts), for the small tables a run reads on the driver: read from the
+    files the table's log names (`jobs.delta_files.dump_rows`), no Spark job; through read_dump where that cannot
+    answer exactly (and for a table that does not exist, whose AnalysisException the caller sees)."""
+    if version is None:
+        version = None if latest else pinned_version(spark, warehouse, table, dump_id)
+        if version is None:
+            version = last_version(spark, table_path(warehouse, table))
+    if version >= 0:
+        rows = dump_rows(spark, warehouse, table, dump_id, version)
+        if rows is not None:
+            return rows
+    return [r.asDict(recursive=True) for r in read_dump(spark, warehouse, table, dump_id,
+                                                        version=version if version >= 0 else None).collect()]
 
 
 def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,

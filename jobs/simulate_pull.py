@@ -77,7 +77,17 @@ from jobs.cli import (
     resolve_version,
     run_main,
 )
-from jobs.delta_files import FileSource, commit_dump, file_source, file_target
+from jobs.delta_files import (
+    FileSource,
+    all_null,
+    commit_dump,
+    dump_records,
+    file_source,
+    file_target,
+    frame_parts,
+    parquet_codec,
+    replace_rows,
+)
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.history import Previous, is_history, last_pull_run
@@ -103,8 +113,8 @@ from jobs.pull_tasks import (
     verdict_side_ddl,
     what_if_changes,
 )
-from jobs.runs import JOB1_TABLES, pinned_version, read_dump, record_run
-from jobs.schemas import spark_ddl, table_ddl
+from jobs.runs import JOB1_TABLES, pinned_version, read_dump, read_rows, read_version, record_run
+from jobs.schemas import spark_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -362,25 +372,26 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
                          else resolve_version(inputs.broker_version, inputs.store))
         return replace(inputs, broker_version=version, version_line=line)
     try:
-        dumps = (read_dump(spark, inputs.warehouse, "dumps", inputs.dump_id) if inputs.dump_id is not None
-                 else spark.read.format("delta").load(table_path(inputs.warehouse, "dumps")))
-        rows = dumps.limit(50).collect()
+        rows = (read_rows(spark, inputs.warehouse, "dumps", inputs.dump_id) if inputs.dump_id is not None
+                else [r.asDict() for r in spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
+                      .limit(50).collect()])
     except AnalysisException as e:
         raise InputError(f"{table_path(inputs.warehouse, 'dumps')}: cannot read job 1's dumps table "
                          f"({str(e).splitlines()[0]}); pass --store") from None
     if len(rows) != 1:
-        known = ", ".join(sorted(r.dump_id for r in rows)) or "none"
+        known = ", ".join(sorted(r["dump_id"] for r in rows)) or "none"
         what = f"dump {inputs.dump_id!r} is not recorded" if inputs.dump_id else f"{len(rows)} dumps are recorded"
         raise InputError(f"{inputs.warehouse}: {what} (dumps: {known}); pass --store (and --dump-id)")
     row = rows[0]
-    broker_conf = inputs.broker_conf or row.broker_conf
-    subs_path = inputs.subscriptions_path or row.subscriptions
-    log.info("store from the dumps table: %s (broker.conf %s, subscriptions %s)", row.store, broker_conf, subs_path)
-    store = open_store(row.store, broker_conf)
-    recorded = None if inputs.broker_version else row.asDict().get("broker_version")
+    broker_conf = inputs.broker_conf or row["broker_conf"]
+    subs_path = inputs.subscriptions_path or row["subscriptions"]
+    log.info("store from the dumps table: %s (broker.conf %s, subscriptions %s)", row["store"], broker_conf,
+             subs_path)
+    store = open_store(row["store"], broker_conf)
+    recorded = None if inputs.broker_version else row.get("broker_version")
     version, line = ((recorded, f"broker version {recorded} (recorded by job 1 in the dumps table)") if recorded
                      else resolve_version(inputs.broker_version, store))
-    return replace(inputs, store=store, dump_id=row.dump_id, broker_conf=broker_conf,
+    return replace(inputs, store=store, dump_id=row["dump_id"], broker_conf=broker_conf,
                    broker_version=version, version_line=line,
                    subscriptions=inputs.subscriptions if inputs.subscriptions_path else read_subscriptions(subs_path),
                    subscriptions_path=subs_path)
@@ -389,16 +400,14 @@ def resolve_store(spark: SparkSession, inputs: Inputs) -> Inputs:
 def _recorded_version(spark: SparkSession, inputs: Inputs) -> str | None:
     """The release job 1 recorded for this dump when it read the same store (None: no such row, or no table)."""
     from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     try:
-        rows = (spark.read.format("delta").load(table_path(inputs.warehouse, "dumps"))
-                .where(F.col("dump_id") == inputs.dump_id).limit(1).collect())
+        rows = read_rows(spark, inputs.warehouse, "dumps", inputs.dump_id, latest=True)
     except AnalysisException:
         return None
     if not rows:
         return None
-    row = rows[0].asDict()
+    row = rows[0]
     root = inputs.store.root
     same = row.get("store") in (root, os.path.abspath(root))
     return row.get("broker_version") if same else None
@@ -411,20 +420,27 @@ def _registry(inputs: Inputs, as_job1: bool) -> RegistryLoad:
                          inputs.broker_version or brokerversion.DEFAULT)
 
 
-def _messages(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, DataFrame | None]:
-    """The dump's messages (`_checked_bodies`), and the persisted body checks to unpersist at the end (or None)."""
+def _messages(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, DataFrame | None, FileSource | None]:
+    """The dump's messages (`_checked_bodies`), the persisted body checks to unpersist at the end (or None), and the
+    table's files where tasks can read them themselves (`delta_files.file_source`). Whether the dump has rows and
+    bodies is read from the files' statistics where they say, else by a query."""
     from pyspark.errors import AnalysisException
 
+    wh, dump = inputs.warehouse, inputs.dump_id
     try:
-        df = read_dump(spark, inputs.warehouse, "messages", inputs.dump_id)
-        present = df.select("commit_log_offset").limit(1).count()
+        df = read_dump(spark, wh, "messages", dump)
+        version = read_version(spark, wh, "messages", dump)
+        present = dump_records(spark, wh, "messages", dump, version)
+        if present is None:
+            present = df.select("commit_log_offset").limit(1).count()
     except AnalysisException as e:
-        raise InputError(f"{table_path(inputs.warehouse, 'messages')}: cannot read job 1's messages table "
+        raise InputError(f"{table_path(wh, 'messages')}: cannot read job 1's messages table "
                          f"({str(e).splitlines()[0]})") from None
     if not present:
-        raise InputError(f"{table_path(inputs.warehouse, 'messages')}: no rows for dump {inputs.dump_id!r}; run "
+        raise InputError(f"{table_path(wh, 'messages')}: no rows for dump {dump!r}; run "
                          f"python -m jobs.build_queues on it first (or pass its --dump-id)")
-    return _checked_bodies(df)
+    source = file_source(spark, df, wh, "messages", dump, version)
+    return (*_checked_bodies(df, source is not None and all_null(source, "body")), source)
 
 
 def _compressed():
@@ -433,21 +449,22 @@ def _compressed():
     return (F.coalesce(F.col("sys_flag"), F.lit(0)).bitwiseAND(COMPRESSED_FLAG)) != 0
 
 
-def _checked_bodies(df: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+def _checked_bodies(df: DataFrame, no_bodies: bool = False) -> tuple[DataFrame, DataFrame | None]:
     """The messages with body_error worked out here for the compressed ones whose body the table holds (null for
     every other row that holds its body: only a compressed, non-empty body can fail the client's decode). There
     job 1's column is not trusted: a dump written before it existed reads it back as null once a later dump added
     it to the table, which would deliver undecodable bodies. A row without its body (job 1 without --bodies, which
     works body_error out in its decode) keeps job 1's. A dump without compressed bodies in the table costs one
     query on sys_flag, and its bodies are never read here; otherwise the checks (a few bytes per compressed
-    message) are persisted, as the replays and the delivered bodies each read them."""
+    message) are persisted, as the replays and the delivered bodies each read them. `no_bodies`: the files' own
+    statistics say no row holds its body, so not even that query runs."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     if "body_error" not in df.columns:
         df = df.withColumn("body_error", F.lit(None).cast("string"))
     held = F.col("body").isNotNull()
-    if not df.where(_compressed() & held).limit(1).count():
+    if no_bodies or not df.where(_compressed() & held).limit(1).count():
         return df.withColumn("body_error", F.when(held, F.lit(None)).otherwise(F.col("body_error"))), None
     errors = (df.where(_compressed() & held).select("commit_log_offset", "sys_flag", "body")
               .mapInArrow(_body_errors, "commit_log_offset long, body_error string")
@@ -486,8 +503,8 @@ class MessageFiles:
     low: int | None = None
 
 
-def _message_files(spark: SparkSession, inputs: Inputs, messages: DataFrame, body_checks: DataFrame | None,
-                   units: DataFrame, carried: Carried | None) -> MessageFiles:
+def _message_files(messages: DataFrame, body_checks: DataFrame | None, source: FileSource | None, units: DataFrame,
+                   carried: Carried | None) -> MessageFiles:
     """The replay's messages. A continued history's start at the first one its units to replay point at (file
     statistics prune the rest): the replay pays for what is new, not for the whole history. Where the table's
     rows are its files' rows and no body is checked here, the tasks read the files themselves."""
@@ -499,11 +516,7 @@ def _message_files(spark: SparkSession, inputs: Inputs, messages: DataFrame, bod
         if found is not None:
             low = int(found)
             messages = messages.where(F.col("commit_log_offset") >= low)
-    source = None
-    if body_checks is None:
-        source = file_source(spark, read_dump(spark, inputs.warehouse, "messages", inputs.dump_id), inputs.warehouse,
-                             "messages")
-    return MessageFiles(messages, source, low)
+    return MessageFiles(messages, source if body_checks is None else None, low)
 
 
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary,
@@ -650,11 +663,9 @@ def _plans_df(spark: SparkSession, plans: list[Plan]) -> DataFrame:
         "subscription_index int, consumer_group string, subscription_type string, expression string")
 
 
-def _codes_df(spark: SparkSession, dump_id: str) -> DataFrame:
-    """The decision code table (`filterlib.vocabulary.DECISION_CODES`) as the dump's decision_codes rows."""
-    codes = codes_table()
-    rows = [(dump_id, *r.values()) for r in codes.to_pylist()]
-    return spark.createDataFrame(rows, table_ddl(tables.DECISION_CODES))
+def _codes_rows() -> list[dict]:
+    """The decision code table (`filterlib.vocabulary.DECISION_CODES`) as decision_codes rows."""
+    return codes_table().to_pylist()
 
 
 @dataclass
@@ -971,16 +982,20 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     sc.setJobDescription(f"{PROG} {dump}: write pulls")
     bases = planned.carried.bases if planned.carried is not None else {}
     pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _bases_df(spark, bases))
-    summary.tables["pulls"] = append_dump(pulls, wh, "pulls", dump, planned.on_top_of("pulls"))
+    if ctx.targets:  # the tasks write the files, the commit lists the partition from the log
+        schema = tables.PULLS.arrow()
+        parts = frame_parts(pulls, file_target(spark, wh, "pulls", dump), schema, schema.names, parquet_codec(spark))
+        commit_dump(spark, wh, "pulls", dump, parts, schema, schema.names, planned.on_top_of("pulls"))
+        summary.tables["pulls"] = table_path(wh, "pulls")
+    else:
+        summary.tables["pulls"] = append_dump(pulls, wh, "pulls", dump, planned.on_top_of("pulls"))
     sc.setJobDescription(f"{PROG} {dump}: write decision_codes and group_stats")
-    summary.tables["decision_codes"] = replace_dump(_codes_df(spark, dump), wh, "decision_codes", dump)
-    stats_df = spark.createDataFrame(summary.stats + summary.ended, table_ddl(tables.GROUP_STATS))
-    summary.tables["group_stats"] = replace_dump(stats_df, wh, "group_stats", dump)
+    summary.tables["decision_codes"] = replace_rows(spark, wh, tables.DECISION_CODES, dump, _codes_rows())
+    summary.tables["group_stats"] = replace_rows(spark, wh, tables.GROUP_STATS, dump, summary.stats + summary.ended)
     if planned.history:
         sc.setJobDescription(f"{PROG} {dump}: write pull_positions")
         rows = _position_rows(out, planned, mine, summary, _copy_name(inputs))
-        summary.tables["pull_positions"] = replace_dump(
-            spark.createDataFrame(rows, table_ddl(tables.PULL_POSITIONS)), wh, "pull_positions", dump)
+        summary.tables["pull_positions"] = replace_rows(spark, wh, tables.PULL_POSITIONS, dump, rows)
 
 
 def _position_rows(out: DataFrame, planned: Planned, mine, summary: Summary, copy: str) -> list[dict]:
@@ -1055,7 +1070,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     history = is_history(spark, inputs.warehouse, inputs.dump_id)
     if inputs.queues is None:
         inputs = replace(inputs, queues=REBUILT if history else DUMP)
-    messages, body_checks = _messages(spark, inputs)
+    messages, body_checks, source = _messages(spark, inputs)
     planned = _plan(inputs, summary, _cluster(spark, inputs))
     planned.history = history
     planned.previous = _previous(spark, inputs, summary) if history else None
@@ -1065,7 +1080,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         return summary
     topics = {p.topic for p in planned.all if p.ok or p.answer == NOT_SUBSCRIBED}
     units = _queue_units(spark, inputs, topics, summary, planned.carried)
-    msgs = _message_files(spark, inputs, messages, body_checks, units, planned.carried)
+    msgs = _message_files(messages, body_checks, source, units, planned.carried)
     ctx = _context(spark, inputs, planned, summary)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
     decisions = spark.sparkContext.accumulator(0)

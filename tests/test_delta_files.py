@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.delta_files import commit_dump, file_target, write_part
+from jobs.delta_files import commit_dump, file_target, frame_parts, write_part
 from jobs.delta_io import STATS_PROPERTY, LayoutOutdated, last_version, replace_dump
 from jobs.faults import EXIT_BUSY, TableWriteError, describe
 from jobs.runs import read_dump
@@ -30,17 +30,10 @@ def _arrow(rows: list[tuple], schema: pa.Schema = SCHEMA) -> pa.Table:
 
 def _task_write(spark, wh: str, table: str, dump_id: str, rows: list[tuple], parts: int,
                 schema: pa.Schema = SCHEMA, stats: list[str] = STATS) -> list[dict]:
-    """Each Spark task writes its partition of `rows` with write_part and returns the descriptor as JSON."""
+    """Each Spark task writes its partition of `rows` with write_part (`frame_parts`); their descriptors."""
     target = file_target(spark, wh, table, dump_id)
     ddl = ", ".join(f"{f.name} {'long' if f.type == pa.int64() else 'string'}" for f in schema)
-    df = spark.createDataFrame(rows, ddl).repartition(parts)
-
-    def write(batches):
-        d = write_part(target, batches, schema, stats)
-        yield pa.RecordBatch.from_pydict({"d": [json.dumps(d) if d else None]})
-
-    out = [r.d for r in df.mapInArrow(write, "d string").collect()]
-    return [json.loads(d) for d in out if d]
+    return frame_parts(spark.createDataFrame(rows, ddl).repartition(parts), target, schema, stats)
 
 
 def _log(table: Path, version: int) -> list[dict]:

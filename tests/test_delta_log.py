@@ -1,0 +1,141 @@
+"""jobs.delta_log: a table's live files replayed from its `_delta_log` on the driver, held to delta-spark's own listing
+of the same versions (checkpoints single and multi-part, replaced partitions, time travel, escaped partition values),
+and None where it cannot answer exactly; the driver's small-table reads and writes built on it (jobs.delta_files)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pytest
+
+from filterlib import tables
+from jobs.delta_files import all_null, append_rows, dump_records, dump_rows, file_source, replace_rows
+from jobs.delta_io import last_version, replace_dump
+from jobs.delta_log import file_path, live_files, location
+from jobs.runs import read_dump
+
+pytestmark = pytest.mark.spark
+
+DDL = "dump_id string, unit long, note string"
+
+
+def _spark_files(spark, path: str, version: int, dump_id: str | None = None) -> list[str]:
+    """delta-spark's own list of the table's (or one partition's) data files at a version, as local paths."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").option("versionAsOf", version).load(path)
+    if dump_id is not None:
+        df = df.where(F.col("dump_id") == dump_id)
+    return sorted(urlsplit(u).path for u in df.inputFiles())  # Hadoop paths: the names as they are on disk
+
+
+def _mine(spark, path: str, version: int, dump_id: str | None = None) -> list[str]:
+    found = live_files(spark, path, version)
+    assert found is not None, f"no answer at version {version}"
+    adds = found.adds if dump_id is None else found.partition("dump_id", dump_id)
+    return sorted(file_path(location(spark, path), a) for a in adds)
+
+
+def _write(spark, wh: str, dump_id: str, n: int, start: int = 0, parts: int = 2) -> None:
+    df = spark.createDataFrame([(dump_id, i, f"n{i}") for i in range(start, start + n)], DDL).repartition(parts)
+    replace_dump(df, wh, "t", dump_id)
+
+
+def test_every_version_lists_what_delta_spark_lists(spark, tmp_path):
+    """Commits replacing and adding partitions, a checkpoint every third version: at every version, for the whole
+    table and for each dump (one with ':' in its id), the files are delta-spark's."""
+    wh, path = str(tmp_path), str(tmp_path / "t")
+    dumps = ["a", "b", "x:1"]
+    _write(spark, wh, "a", 5)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+    for i in range(8):
+        _write(spark, wh, dumps[i % 3], 3 + i, start=10 * i, parts=1 + i % 3)
+    end = last_version(spark, path)
+    assert any(p.name.endswith(".checkpoint.parquet") for p in (tmp_path / "t" / "_delta_log").iterdir())
+    for v in range(end + 1):
+        assert _mine(spark, path, v) == _spark_files(spark, path, v), v
+    for d in dumps:
+        assert _mine(spark, path, end, d) == _spark_files(spark, path, end, d), d
+    assert live_files(spark, path, end).plain
+
+
+def test_a_multi_part_checkpoint_is_read_whole(spark, tmp_path):
+    wh, path = str(tmp_path), str(tmp_path / "t")
+    _write(spark, wh, "a", 4, parts=3)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+    spark.conf.set("spark.databricks.delta.checkpoint.partSize", "2")
+    try:
+        for i in range(3):
+            _write(spark, wh, f"d{i}", 3, parts=2)
+    finally:
+        spark.conf.unset("spark.databricks.delta.checkpoint.partSize")
+    names = [p.name for p in (tmp_path / "t" / "_delta_log").iterdir()]
+    assert any(".checkpoint.0000000001.00000000" in n for n in names), names
+    end = last_version(spark, path)
+    assert _mine(spark, path, end) == _spark_files(spark, path, end)
+
+
+def test_what_it_cannot_answer_is_none(spark, tmp_path):
+    """A commit gone from the log after the last checkpoint, deletion vectors, a URI it cannot reach: None, so
+    the caller asks delta-spark."""
+    wh, path = str(tmp_path), str(tmp_path / "t")
+    for i in range(3):
+        _write(spark, wh, "a", 3, start=i)
+    assert live_files(spark, path, 2) is not None
+    (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").unlink()
+    assert live_files(spark, path, 2) is None
+    assert live_files(spark, "gs://bucket/wh/t", 0) is None
+
+    dv = str(tmp_path / "dv")
+    spark.createDataFrame([("a", 1, "x")], DDL).write.format("delta").partitionBy("dump_id") \
+        .option("delta.enableDeletionVectors", "true").save(dv)
+    assert live_files(spark, dv, last_version(spark, dv)) is None
+
+
+def test_small_tables_written_and_read_by_the_driver_equal_sparks(spark, tmp_path):
+    """replace_rows / append_rows write what delta-spark reads back; dump_rows reads what delta-spark reads;
+    dump_records counts what Spark counts; all_null sees a column no row holds."""
+    wh = str(tmp_path)
+    stats = [{"dump_id": "d", "consumer_group": f"g{i}", "topic": "T", "subscription_index": i, "scanned": 10 * i}
+             for i in range(3)]
+    replace_rows(spark, wh, tables.GROUP_STATS, "d", stats)
+    replace_rows(spark, wh, tables.GROUP_STATS, "e", stats[:1])
+    replace_rows(spark, wh, tables.GROUP_STATS, "d", stats[1:])  # replaces d's rows, leaves e's
+    runs = [{"run_id": f"r{i}", "job": "j", "finished_at": i, "tables": {"t": i}, "inputs": {}} for i in range(2)]
+    for r in runs:
+        append_rows(spark, wh, tables.RUNS, "d", [r])
+    for table, dump, n in (("group_stats", "d", 2), ("group_stats", "e", 1), ("runs", "d", 2)):
+        path = str(tmp_path / table)
+        v = last_version(spark, path)
+        theirs = sorted((r.asDict(recursive=True) for r in read_dump(spark, wh, table, dump, version=v).collect()),
+                        key=repr)
+        mine = sorted(dump_rows(spark, wh, table, dump, v), key=repr)
+        assert mine == theirs and len(mine) == n, table
+        assert dump_records(spark, wh, table, dump, v) == n
+    assert [r["subscription_index"] for r in sorted(dump_rows(spark, wh, "group_stats", "d", 3),
+                                                    key=lambda r: r["subscription_index"])] == [1, 2]
+    assert dump_rows(spark, wh, "runs", "d", 1)[0]["tables"] == {"t": 0}
+
+    source = file_source(spark, None, wh, "group_stats", "d", last_version(spark, str(tmp_path / "group_stats")))
+    assert source is not None and len(source.paths) == 1
+    assert all_null(source, "not_a_column")  # a file without the column holds no value in it
+    assert all_null(source, "answer") and not all_null(source, "topic")
+    import pyarrow.parquet as pq
+
+    nulls = str(tmp_path / "nulls.parquet")
+    pq.write_table(pa.table({"body": pa.array([None, None], pa.binary())}), nulls)
+    assert all_null(type(source)((nulls,)), "body")
+    pq.write_table(pa.table({"body": pa.array([None, None], pa.binary())}), nulls, write_statistics=False)
+    assert not all_null(type(source)((nulls,)), "body")  # no statistics: it cannot say
+
+
+def test_a_table_not_partitioned_by_dump_has_no_dump_files(spark, tmp_path):
+    """An older release's layout (dump_id a plain column): the log cannot name a dump's files, so the readers go
+    to delta-spark (jobs.upgrade reads such a warehouse's runs table)."""
+    path = str(tmp_path / "runs")
+    spark.createDataFrame([("d", 1, "x")], DDL).write.format("delta").save(path)
+    found = live_files(spark, path, 0)
+    assert found is not None and len(found.adds) == 1 and found.partition("dump_id", "d") is None
+    assert dump_rows(spark, str(tmp_path), "runs", "d", 0) is None
+    assert dump_records(spark, str(tmp_path), "runs", "d", 0) is None
