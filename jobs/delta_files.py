@@ -46,7 +46,9 @@ from jobs.delta_io import (
     PARTITION,
     STATS_PROPERTY,
     check_dump_id,
-    ensure_table,
+    creation_metadata,
+    outdated,
+    partition_columns,
     partition_dir,
     stats_of,
     table_path,
@@ -381,13 +383,20 @@ def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Seq
     delta = jvm.org.apache.spark.sql.delta
     log = delta.DeltaLog.forTable(spark._jsparkSession, path)
     txn = log.startTransaction()
-    md = _metadata_json(txn, schema, stats_columns, table)
+    creating = txn.readVersion() < 0  # a new table: this commit makes it (version 0), partitioned by dump
+    if creating:
+        md = creation_metadata(_spark_schema(schema), stats_columns)
+        current = []
+    else:
+        if list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.metadata().partitionColumns())) != [PARTITION]:
+            raise outdated(path, table)
+        md = _metadata_json(txn, schema, stats_columns, table)
+        current = [] if blind else _files_to_remove(spark, txn, path, dump_id)
+        if on_top_of is not None and not blind:  # keep what that version held: only files committed since go
+            held = _file_names(spark, path, dump_id, on_top_of)
+            current = [f for f in current if posixpath.basename(str(f.path())) not in held]
     if md is not None:
         txn.updateMetadata(delta.actions.Action.fromJson(md), False)
-    current = [] if blind else _files_to_remove(spark, txn, path, dump_id)
-    if on_top_of is not None and not blind:  # keep what that version held: only files committed since go
-        held = _file_names(spark, path, dump_id, on_top_of)
-        current = [f for f in current if posixpath.basename(str(f.path())) not in held]
     removes = [f.remove() for f in current]
     adds = [delta.actions.Action.fromJson(_add_action(d, dump_id)) for d in files]
     modes = jvm.org.apache.spark.sql.SaveMode
@@ -396,14 +405,20 @@ def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Seq
         modes.Overwrite if overwrite else modes.Append, _none(jvm),
         _some(jvm, f"dump_id = '{dump_id}'") if overwrite else _none(jvm), _none(jvm),
         _none(jvm), _none(jvm), _some(jvm, md is not None), _none(jvm), _none(jvm))
-    return int(txn.commit(_jvm_list(jvm, [*removes, *adds]), op))
+    try:
+        return int(txn.commit(_jvm_list(jvm, [*removes, *adds]), op))
+    except Exception:
+        if creating and partition_columns(spark, path) == [PARTITION]:  # another run made the table meanwhile:
+            return _commit(spark, path, table, dump_id, files, schema, stats_columns, on_top_of, blind)  # on it
+        raise
 
 
 def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, files: Sequence[dict],
                 schema: pa.Schema, stats_columns: Sequence[str] = (), on_top_of: int | None = None,
                 blind: bool = False) -> int:
     """On the driver: ONE Delta commit that removes every file in dump_id's partition and adds `files`; creates the
-    table when missing (schema from the Arrow schema via jobs.schemas / filterlib.tables, partitioned by dump);
+    table when missing, in the same commit (schema from the Arrow schema via jobs.schemas / filterlib.tables,
+    partitioned by dump; another run making it meanwhile is no failure: the commit goes on top of that table);
     merges a newer schema as replace_dump does (mergeSchema semantics); returns the committed version. Runs of
     other dumps committing meanwhile are no conflict (delta_io.PARTITION). Failures raise
     jobs.faults.TableWriteError like replace_dump; a table not partitioned by dump is delta_io.LayoutOutdated.
@@ -415,7 +430,6 @@ def commit_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, f
     files = [d for d in files if d is not None]
     stats = stats_of(stats_columns)
     try:
-        ensure_table(spark, path, table, _spark_schema(schema), stats)
         return _commit(spark, path, table, dump_id, files, schema, stats, on_top_of, blind)
     except LayoutOutdated:
         raise

@@ -110,25 +110,31 @@ def ensure_table(spark: SparkSession, path: str, table: str, schema: dict, stats
     have = partition_columns(spark, path)
     if have is not None:
         if have != [PARTITION]:
-            raise _outdated(path, table)
+            raise outdated(path, table)
         return
     jvm = spark._jvm
     delta = jvm.org.apache.spark.sql.delta
     txn = delta.DeltaLog.forTable(spark._jsparkSession, path).startTransaction()
     if txn.readVersion() >= 0:
         return
-    fields = [{**f, "nullable": True} for f in schema["fields"]]
-    conf = {STATS_PROPERTY: ",".join(stats_columns)} if stats_columns else {}
-    md = {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-                       "schemaString": json.dumps({**schema, "fields": fields}), "partitionColumns": [PARTITION],
-                       "configuration": conf, "createdTime": int(time.time() * 1000)}}
-    txn.updateMetadata(delta.actions.Action.fromJson(json.dumps(md)), False)
+    txn.updateMetadata(delta.actions.Action.fromJson(creation_metadata(schema, stats_columns)), False)
     op = getattr(delta, "DeltaOperations$CreateTable")(txn.metadata(), False, False, jvm.scala.Option.empty())
     try:
         txn.commit(jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList()).toList(), op)
     except Exception:
         if partition_columns(spark, path) != [PARTITION]:
             raise
+
+
+def creation_metadata(schema: dict, stats_columns: Sequence[str]) -> str:
+    """The metaData action (JSON) of a new table of the jobs: the schema (Spark StructType JSON, every column
+    nullable), partitioned by dump, statistics kept for `stats_columns` only when given."""
+    fields = [{**f, "nullable": True} for f in schema["fields"]]
+    conf = {STATS_PROPERTY: ",".join(stats_columns)} if stats_columns else {}
+    return json.dumps({"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                                    "schemaString": json.dumps({**schema, "fields": fields}),
+                                    "partitionColumns": [PARTITION], "configuration": conf,
+                                    "createdTime": int(time.time() * 1000)}})
 
 
 def laid_out(spark: SparkSession, warehouse: str, names: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -155,10 +161,10 @@ def check_layout(spark: SparkSession, path: str, table: str) -> None:
     """LayoutOutdated when the table at path exists and is not partitioned by dump (PARTITION)."""
     have = partition_columns(spark, path)
     if have is not None and have != [PARTITION]:
-        raise _outdated(path, table)
+        raise outdated(path, table)
 
 
-def _outdated(path: str, table: str) -> LayoutOutdated:
+def outdated(path: str, table: str) -> LayoutOutdated:
     """The refusal of a table an older release laid out, naming it and the upgrade command."""
     warehouse = path.rstrip("/").rsplit("/", 1)[0]
     return LayoutOutdated(f"{path}: table {table} was written before tables were partitioned by dump (one "

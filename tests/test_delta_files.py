@@ -51,9 +51,9 @@ def test_task_parts_committed_once_and_readable_by_delta_spark(spark, tmp_path):
     files = _task_write(spark, wh, "t", "a", rows, 3)
     assert len(files) == 3 and sum(f["num_records"] for f in files) == 50
     v = commit_dump(spark, wh, "t", "a", files, SCHEMA, STATS)
-    assert v == 1 == last_version(spark, str(tmp_path / "t"))  # version 0 made the table
+    assert v == 0 == last_version(spark, str(tmp_path / "t"))  # the first commit made the table
     assert _sorted(spark, wh, "t", "a") == rows
-    adds = [a["add"] for a in _log(tmp_path / "t", 1) if "add" in a]
+    adds = [a["add"] for a in _log(tmp_path / "t", 0) if "add" in a]
     assert sorted(a["path"] for a in adds) == sorted(f["path"] for f in files)
     assert all(a["partitionValues"] == {"dump_id": "a"} and a["path"].startswith("dump_id=a/") for a in adds)
     (meta,) = [a["metaData"] for a in _log(tmp_path / "t", 0) if "metaData" in a]
@@ -91,12 +91,12 @@ def test_recommit_replaces_and_other_dumps_stay(spark, tmp_path):
     commit_dump(spark, wh, "t", "a", _task_write(spark, wh, "t", "a", _rows("a", 20), 2), SCHEMA, STATS)
     commit_dump(spark, wh, "t", "b", _task_write(spark, wh, "t", "b", _rows("b", 7), 2), SCHEMA, STATS)
     v = commit_dump(spark, wh, "t", "a", _task_write(spark, wh, "t", "a", _rows("a", 12, 100), 2), SCHEMA, STATS)
-    assert v == 3
+    assert v == 2
     assert _sorted(spark, wh, "t", "a") == _rows("a", 12, 100)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 7)
-    removed = [a["remove"] for a in _log(tmp_path / "t", 3) if "remove" in a]
+    removed = [a["remove"] for a in _log(tmp_path / "t", 2) if "remove" in a]
     assert len(removed) == 2 and all(r["path"].startswith("dump_id=a/") for r in removed)
-    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 3) if "commitInfo" in a]
+    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 2) if "commitInfo" in a]
     assert info["operation"] == "WRITE" and info["operationParameters"]["predicate"] == "dump_id = 'a'"
 
 
@@ -108,10 +108,10 @@ def test_empty_dump_removes_its_rows(spark, tmp_path):
                 SCHEMA)
     assert write_part(file_target(spark, wh, "t", "a"), _arrow([]), SCHEMA) is None
     assert write_part(file_target(spark, wh, "t", "a"), iter([]), SCHEMA) is None
-    assert commit_dump(spark, wh, "t", "a", [None], SCHEMA) == 3
+    assert commit_dump(spark, wh, "t", "a", [None], SCHEMA) == 2
     assert read_dump(spark, wh, "t", "a").count() == 0 and read_dump(spark, wh, "t", "b").count() == 3
     # a dump without rows on a missing table still makes the table, empty
-    assert commit_dump(spark, wh, "u", "a", [], SCHEMA) == 1
+    assert commit_dump(spark, wh, "u", "a", [], SCHEMA) == 0
     assert spark.read.format("delta").load(str(tmp_path / "u")).columns == SCHEMA.names
 
 
@@ -223,11 +223,11 @@ def test_a_concurrent_commit_of_the_same_dump_is_a_conflict_and_writes_nothing(s
     assert "DELTA_CONCURRENT_APPEND" in str(e.value.__cause__)
     said = describe(e.value, "a")
     assert said is not None and said[1] == EXIT_BUSY and "another writer committed to table t" in said[0], said
-    assert last_version(spark, str(tmp_path / "t")) == 3
+    assert last_version(spark, str(tmp_path / "t")) == 2
     assert _sorted(spark, wh, "t", "a") == _rows("a", 5, 500)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 3)
     # and once the other writer is done, the same commit goes through
-    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 4
+    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
     assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
 
 
@@ -236,36 +236,36 @@ def test_another_dumps_commit_meanwhile_is_no_conflict(spark, tmp_path, monkeypa
     nothing a read: Delta takes a's commit as it is, once, on top of b's; both runs' rows are there."""
     wh = str(tmp_path)
     ours = _race(spark, monkeypatch, wh, "b")
-    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 4
-    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 4) if "commitInfo" in a]
-    assert info["readVersion"] == 2  # read before b's commit (version 3), committed after it without a new try
-    assert [a["commitInfo"]["operationParameters"]["predicate"] for a in _log(tmp_path / "t", 3)
+    assert commit_dump(spark, wh, "t", "a", [ours], SCHEMA, STATS) == 3
+    (info,) = [a["commitInfo"] for a in _log(tmp_path / "t", 3) if "commitInfo" in a]
+    assert info["readVersion"] == 1  # read before b's commit (version 2), committed after it without a new try
+    assert [a["commitInfo"]["operationParameters"]["predicate"] for a in _log(tmp_path / "t", 2)
             if "commitInfo" in a] == ["dump_id = 'b'"]
     assert _sorted(spark, wh, "t", "a") == _rows("a", 2, 900)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 5, 500)
 
 
 def test_two_runs_making_a_new_table_at_once_both_land(spark, tmp_path, monkeypatch):
-    """Two dumps' first commits into a warehouse without the table: the one that finds it made by the other
-    (between its look and its own creation commit) goes on with that table; both dumps' rows land, once each."""
-    import jobs.delta_io as delta_io
+    """Two dumps' first commits into a warehouse without the table (each commit makes the table it writes): the one
+    whose transaction began before the other made it finds it made at its commit and goes on with that table;
+    both dumps' rows land, once each, and the table is made once."""
+    import jobs.delta_files as delta_files
 
     wh = str(tmp_path)
-    real = delta_io.partition_columns
+    real = delta_files.creation_metadata
     looks: list[int] = []
 
-    def late(spark_, path):  # b's run makes the table right after a's run looked and found none
-        found = real(spark_, path)
+    def late(*args):  # b's run makes the table after a's transaction found none, before a's commit
         looks.append(1)
-        if len(looks) == 1:
-            monkeypatch.setattr(delta_io, "partition_columns", real)
-            commit_dump(spark, wh, "t", "b", [write_part(file_target(spark, wh, "t", "b"), _arrow(_rows("b", 3)),
-                                                         SCHEMA, STATS)], SCHEMA, STATS)
-        return found
+        monkeypatch.setattr(delta_files, "creation_metadata", real)
+        commit_dump(spark, wh, "t", "b", [write_part(file_target(spark, wh, "t", "b"), _arrow(_rows("b", 3)),
+                                                     SCHEMA, STATS)], SCHEMA, STATS)
+        return real(*args)
 
-    monkeypatch.setattr(delta_io, "partition_columns", late)
+    monkeypatch.setattr(delta_files, "creation_metadata", late)
     commit_dump(spark, wh, "t", "a", [write_part(file_target(spark, wh, "t", "a"), _arrow(_rows("a", 4)), SCHEMA,
                                                  STATS)], SCHEMA, STATS)
+    assert looks == [1]  # the race happened
     assert _sorted(spark, wh, "t", "a") == _rows("a", 4)
     assert _sorted(spark, wh, "t", "b") == _rows("b", 3)
     creations = [v for v in range(last_version(spark, str(tmp_path / "t")) + 1)

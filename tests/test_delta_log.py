@@ -113,9 +113,9 @@ def test_small_tables_written_and_read_by_the_driver_equal_sparks(spark, tmp_pat
         mine = sorted(dump_rows(spark, wh, table, dump, v), key=repr)
         assert mine == theirs and len(mine) == n, table
         assert dump_records(spark, wh, table, dump, v) == n
-    assert [r["subscription_index"] for r in sorted(dump_rows(spark, wh, "group_stats", "d", 3),
+    assert [r["subscription_index"] for r in sorted(dump_rows(spark, wh, "group_stats", "d", 2),
                                                     key=lambda r: r["subscription_index"])] == [1, 2]
-    assert dump_rows(spark, wh, "runs", "d", 1)[0]["tables"] == {"t": 0}
+    assert dump_rows(spark, wh, "runs", "d", 0)[0]["tables"] == {"t": 0}  # the first commit made the table
 
     source = file_source(spark, None, wh, "group_stats", "d", last_version(spark, str(tmp_path / "group_stats")))
     assert source is not None and len(source.paths) == 1
