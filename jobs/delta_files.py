@@ -53,7 +53,7 @@ from jobs.delta_io import (
     stats_of,
     table_path,
 )
-from jobs.delta_log import file_path, live_files, local_dir, location, s3_options
+from jobs.delta_log import file_path, local_dir, location, partition_files, s3_options
 from jobs.faults import LayoutOutdated
 
 if TYPE_CHECKING:
@@ -121,9 +121,9 @@ def file_source(spark: SparkSession, df: Any, warehouse: str, table: str, dump_i
     table's log (`jobs.delta_log`), else from delta-spark's own listing of `df`."""
     uri = table_path(warehouse, table)
     where = location(spark, uri)
-    found = live_files(spark, uri, version, where) if where is not None else None
-    adds = found.partition(PARTITION, dump_id) if found is not None else None
-    if adds is not None:
+    part = partition_files(spark, uri, version, PARTITION, dump_id, where) if where is not None else None
+    if part is not None:
+        found, adds = part
         if not found.plain:
             return None
         return FileSource(tuple(sorted(file_path(where, a) for a in adds)), where.kind, where.s3)
@@ -333,12 +333,11 @@ def _files_to_remove(spark: SparkSession, txn: Any, path: str, dump_id: str) -> 
     version = int(txn.readVersion())
     df = spark.read.format("delta").option("versionAsOf", version).load(path)
     cond = _jvm_list(jvm, [df.where(F.col(PARTITION) == dump_id)._jdf.queryExecution().analyzed().condition()])
-    found = live_files(spark, path, version)
-    adds = found.partition(PARTITION, dump_id) if found is not None else None
-    if adds is None:
+    part = partition_files(spark, path, version, PARTITION, dump_id)
+    if part is None:
         return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.filterFiles(cond, False)))
     action = jvm.org.apache.spark.sql.delta.actions.Action
-    files = [action.fromJson(json.dumps({"add": a})) for a in adds]
+    files = [action.fromJson(json.dumps({"add": a})) for a in part[1]]
     txn.trackReadPredicates(cond, False, True)  # what filterFiles records
     txn.trackFilesRead(_jvm_list(jvm, files))
     return files
@@ -348,10 +347,9 @@ def _file_names(spark: SparkSession, path: str, dump_id: str, version: int) -> s
     """The names of the data files of dump_id's partition at a version (file names are unique: a uuid each)."""
     from pyspark.sql import functions as F
 
-    found = live_files(spark, path, version)
-    adds = found.partition(PARTITION, dump_id) if found is not None else None
-    if adds is not None:
-        return {posixpath.basename(unquote(a["path"])) for a in adds}
+    part = partition_files(spark, path, version, PARTITION, dump_id)
+    if part is not None:
+        return {posixpath.basename(unquote(a["path"])) for a in part[1]}
     df = spark.read.format("delta").option("versionAsOf", version).load(path).where(F.col(PARTITION) == dump_id)
     return {posixpath.basename(unquote(f)) for f in df.inputFiles()}
 
@@ -499,10 +497,10 @@ def dump_rows(spark: SparkSession, warehouse: str, table: str, dump_id: str, ver
     (`jobs.delta_log`): read those through Spark."""
     uri = table_path(warehouse, table)
     where = location(spark, uri)
-    found = live_files(spark, uri, version, where) if where is not None else None
-    adds = found.partition(PARTITION, dump_id) if found is not None and found.plain else None
-    if adds is None:
+    part = partition_files(spark, uri, version, PARTITION, dump_id, where) if where is not None else None
+    if part is None or not part[0].plain:
         return None
+    found, adds = part
     names = [f["name"] for f in json.loads(found.metadata["schemaString"])["fields"]]
     fs = where.filesystem()
     rows = []
@@ -516,10 +514,10 @@ def dump_records(spark: SparkSession, warehouse: str, table: str, dump_id: str, 
     """One dump's row count at a version from its files' statistics (numRecords, which every writer here records),
     no Spark job; None where the log cannot answer exactly or a file has no count."""
     uri = table_path(warehouse, table)
-    found = live_files(spark, uri, version) if version >= 0 else None
-    adds = found.partition(PARTITION, dump_id) if found is not None and found.plain else None
-    if adds is None:
+    part = partition_files(spark, uri, version, PARTITION, dump_id)
+    if part is None or not part[0].plain:
         return None
+    adds = part[1]
     total = 0
     for add in adds:
         n = json.loads(add.get("stats") or "{}").get("numRecords")

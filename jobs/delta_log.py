@@ -222,6 +222,15 @@ def live_files(spark: SparkSession | None, uri: str, version: int, where: Locati
     return TableFiles(version, tuple(files.values()), protocol, metadata)
 
 
+def partition_files(spark: SparkSession | None, uri: str, version: int, column: str, value: str,
+                    where: Location | None = None) -> tuple[TableFiles, list[dict]] | None:
+    """`live_files` narrowed to one partition: (the table's files, the adds of column = value); None where
+    live_files cannot answer or the table is not partitioned by that column alone."""
+    found = live_files(spark, uri, version, where)
+    adds = found.partition(column, value) if found is not None else None
+    return None if adds is None else (found, adds)
+
+
 def file_path(where: Location, add: dict) -> str:
     """The path of an add's data file inside `where`'s file system: its log path is a URI, relative to the table
     unless it names a scheme (a file of another table, as a shallow clone keeps)."""
