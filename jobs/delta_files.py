@@ -32,7 +32,7 @@ import os
 import posixpath
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -53,11 +53,11 @@ from jobs.delta_io import (
     stats_of,
     table_path,
 )
-from jobs.delta_log import file_path, local_dir, location, partition_files, s3_options
+from jobs.delta_log import Location, TableFiles, file_path, local_dir, location, partition_files, s3_options
 from jobs.faults import LayoutOutdated
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from filterlib.tables import Table
 
@@ -113,20 +113,29 @@ _PLAIN_FILES = {"delta.enableDeletionVectors": "false", "delta.columnMapping.mod
 """Table settings under which a data file's rows are the table's rows, by the file's own column names."""
 
 
+def _dump_part(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int
+               ) -> tuple[Location, TableFiles, list[dict]] | None:
+    """Where the table lives, its files at `version` and the dump's adds among them (`jobs.delta_log`); None where
+    the log cannot answer exactly."""
+    uri = table_path(warehouse, table)
+    loc = location(spark, uri)
+    part = partition_files(spark, uri, version, PARTITION, dump_id, loc) if loc is not None else None
+    return None if part is None else (loc, *part)
+
+
 def file_source(spark: SparkSession, df: Any, warehouse: str, table: str, dump_id: str,
                 version: int) -> FileSource | None:
     """The Parquet files behind `df` (one dump's rows of `table` at `version`, as `jobs.runs.read_dump` reads them),
     for tasks that read them themselves; None where the files alone do not give the rows (deletion vectors, column
     mapping) or the warehouse is neither local nor s3a:// (read those through Spark). The files come from the
     table's log (`jobs.delta_log`), else from delta-spark's own listing of `df`."""
-    uri = table_path(warehouse, table)
-    where = location(spark, uri)
-    part = partition_files(spark, uri, version, PARTITION, dump_id, where) if where is not None else None
+    part = _dump_part(spark, warehouse, table, dump_id, version)
     if part is not None:
-        found, adds = part
+        where, found, adds = part
         if not found.plain:
             return None
         return FileSource(tuple(sorted(file_path(where, a) for a in adds)), where.kind, where.s3)
+    uri = table_path(warehouse, table)
     jvm = spark._jvm
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
     conf = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).metadata().configuration()
@@ -139,6 +148,105 @@ def file_source(spark: SparkSession, df: Any, warehouse: str, table: str, dump_i
     if parts and all(p.scheme == "s3a" and p.netloc == parts[0].netloc for p in parts):
         return FileSource(tuple(f"{p.netloc}{p.path}" for p in parts), "s3", s3_options(spark, parts[0].netloc))
     return None
+
+
+_GLOB = set("*?[]{}\\")
+"""Characters Spark's file reader would expand as a pattern in a path it is given."""
+
+
+def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str,
+               version: int) -> tuple[DataFrame, FileSource] | None:
+    """One dump's rows of `table` at `version` (the rows `jobs.runs.read_dump` reads), read by Spark's Parquet
+    reader from the files the table's log names, and those files for pyarrow: no Delta state reconstruction (a
+    Spark job per table and version, most of a small run's cost). None where the log or the files cannot answer
+    exactly, or a path would be read as a pattern: read those through delta-spark."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    part = _dump_part(spark, warehouse, table, dump_id, version)
+    if part is None or not part[1].plain:
+        return None
+    loc, found, adds = part
+    paths = tuple(sorted(file_path(loc, a) for a in adds))
+    uris = [f"file://{p}" if loc.kind == "local" else f"s3a://{p}" for p in paths]
+    if any(_GLOB & set(u) for u in uris):
+        return None
+    schema = StructType.fromJson(json.loads(found.metadata["schemaString"]))
+    data = StructType([f for f in schema.fields if f.name != PARTITION])
+    df = (spark.read.schema(data).parquet(*uris) if uris else spark.createDataFrame([], data))
+    df = df.select(*[F.lit(dump_id).cast(f.dataType).alias(PARTITION) if f.name == PARTITION else F.col(f.name)
+                     for f in schema.fields])
+    return df, FileSource(paths, loc.kind, loc.s3)
+
+
+def _row_groups(source: FileSource, columns: Sequence[str], keys: int
+                ) -> Iterable[tuple[tuple | None, list, Callable[[], pa.Table]]]:
+    """Each non-empty row group of the source's files: (its one key, the first `keys` columns' value, where its
+    statistics show it holds one; else None), the statistics of `columns`, and a reader of those columns' rows. A
+    row group's string statistics equal at min and max are exact (a truncated max is never its min)."""
+    fs = source.filesystem()
+    for path in source.paths:
+        with fs.open_input_file(path) as f:
+            pf = pq.ParquetFile(f)
+            meta = pf.metadata
+            index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                if not group.num_rows:
+                    continue
+                stats = [group.column(index[c]).statistics if c in index else None for c in columns]
+                known = all(st is not None and st.has_min_max and st.has_null_count and st.null_count == 0
+                            for st in stats)
+                one = tuple(st.min for st in stats[:keys]) if known and all(
+                    st.min == st.max for st in stats[:keys]) else None
+                yield one, stats if known else [], lambda pf=pf, g=g: pf.read_row_group(g, columns=list(columns))
+
+
+def key_ranges(source: FileSource, keys: Sequence[str], value: str) -> dict[tuple, tuple[Any, Any]]:
+    """{key (the values of `keys`): (min, max) of `value`} over the source's rows (nulls ignored, as SQL's min and
+    max): from a row group's statistics where they show it holds one key, else from its rows, those columns read
+    alone."""
+    out: dict[tuple, tuple[Any, Any]] = {}
+
+    def fold(key: tuple, lo: Any, hi: Any) -> None:
+        if lo is not None:
+            had = out.get(key)
+            out[key] = (lo, hi) if had is None else (min(had[0], lo), max(had[1], hi))
+
+    for one, stats, rows in _row_groups(source, [*keys, value], len(keys)):
+        if one is not None:
+            fold(one, stats[-1].min, stats[-1].max)
+            continue
+        for r in rows().group_by(list(keys)).aggregate([(value, "min"), (value, "max")]).to_pylist():
+            fold(tuple(r[k] for k in keys), r[f"{value}_min"], r[f"{value}_max"])
+    return out
+
+
+def least_since(source: FileSource, keys: Sequence[str], at: str, starts: Mapping[tuple, int | None],
+                value: str) -> Any:
+    """The least `value` over the rows of the keys in `starts` whose `at` is at least the key's start (None: every
+    row of the key); None when there is none. Row groups are read only where their statistics leave it open."""
+    least = None
+    for one, stats, rows in _row_groups(source, [*keys, at, value], len(keys)):
+        if one is not None:
+            if one not in starts:
+                continue
+            start = starts[one]
+            if start is not None and stats[-2].max < start:
+                continue
+            if start is None or stats[-2].min >= start:
+                least = stats[-1].min if least is None else min(least, stats[-1].min)
+                continue
+        t = rows()
+        begins = pa.table({**{k: pa.array([key[i] for key in starts], t.schema.field(k).type)
+                              for i, k in enumerate(keys)},
+                           "_start": pa.array(list(starts.values()), t.schema.field(at).type)})
+        t = t.join(begins, list(keys), join_type="inner")
+        held = pc.or_kleene(pc.is_null(t["_start"]), pc.greater_equal(t[at], t["_start"]))
+        found = pc.min(pc.filter(t[value], held)).as_py()
+        if found is not None:
+            least = found if least is None else min(least, found)
+    return least
 
 
 def _scalar(v: Any) -> Any:
@@ -491,21 +599,33 @@ def _write_rows(spark: SparkSession, warehouse: str, target: FileTarget, table: 
                        blind)
 
 
-def dump_rows(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int) -> list[dict] | None:
+Where = tuple[str, str, Any]
+"""A row condition both readers take: (column, ">=" or "in", value); pyarrow prunes row groups by it."""
+
+
+def dump_rows(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int,
+              columns: Sequence[str] | None = None, where: Where | None = None) -> list[dict] | None:
     """One dump's rows of a table at a version, read by the driver with pyarrow from the files its log names (each
-    row a dict of the table's columns, maps as dicts); None where the log or the files cannot answer exactly
-    (`jobs.delta_log`): read those through Spark."""
-    uri = table_path(warehouse, table)
-    where = location(spark, uri)
-    part = partition_files(spark, uri, version, PARTITION, dump_id, where) if where is not None else None
-    if part is None or not part[0].plain:
+    row a dict of the table's columns, or of `columns`, maps as dicts), only those meeting `where`; None where the
+    log or the files cannot answer exactly (`jobs.delta_log`): read those through Spark."""
+    part = _dump_part(spark, warehouse, table, dump_id, version)
+    if part is None or not part[1].plain:
         return None
-    found, adds = part
+    loc, found, adds = part
     names = [f["name"] for f in json.loads(found.metadata["schemaString"])["fields"]]
-    fs = where.filesystem()
+    if columns is not None:
+        names = [n for n in names if n in columns]
+    stored = [n for n in names if n != PARTITION]
+    fs = loc.filesystem()
     rows = []
     for add in adds:
-        for r in pq.read_table(file_path(where, add), filesystem=fs).to_pylist(maps_as_pydicts="strict"):
+        path = file_path(loc, add)
+        present = set(pq.read_schema(path, filesystem=fs).names)
+        if where is not None and where[0] not in present:
+            continue  # a file written before the column was: its rows hold null there, which meets no condition
+        data = pq.read_table(path, filesystem=fs, columns=[n for n in stored if n in present],
+                             filters=None if where is None else [where])
+        for r in data.to_pylist(maps_as_pydicts="strict"):
             rows.append({n: dump_id if n == PARTITION else r.get(n) for n in names})
     return rows
 

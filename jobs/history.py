@@ -13,7 +13,7 @@ from filterlib.rebuild.history import CHECKED, HistoryEnd, Span, copy_spans, his
 from filterlib.store.scan import RangeScan, ScanOptions
 from filterlib.store.storedir import MappedFile
 from jobs.delta_io import table_path
-from jobs.runs import last_run, pinned_versions, read_dump
+from jobs.runs import last_run, pinned_versions, read_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,22 +40,21 @@ JOB1_TABLES = ("messages", "consume_queue", "dump_files", "dumps")
 
 def load(spark: SparkSession, warehouse: str, broker: str) -> Held | None:
     """The history of `broker` as its last complete job-1 run left it; None when no such run wrote its tables."""
-    from pyspark.sql import functions as F
-
     versions = pinned_versions(spark, warehouse, broker)
     if any(t not in versions for t in JOB1_TABLES):
         return None
-    rows = [r.asDict() for r in read_dump(spark, warehouse, "dump_files", broker,
-                                          version=versions["dump_files"]).drop("dump_id").collect()]
+    rows = [{k: v for k, v in r.items() if k != "dump_id"}
+            for r in read_rows(spark, warehouse, "dump_files", broker, version=versions["dump_files"])]
     end = history_end(rows)
     if end is None:
         return None
     last = None
     if end.open_records:
-        last = (read_dump(spark, warehouse, "messages", broker, version=versions["messages"])
-                .where(F.col("commit_log_offset") >= int(end.open_file["file_base"]))
-                .agg(F.max("commit_log_offset")).first()[0])
-    return Held(end, rows, None if last is None else int(last), versions)
+        offsets = read_rows(spark, warehouse, "messages", broker, version=versions["messages"],
+                            columns=["commit_log_offset"],
+                            where=("commit_log_offset", ">=", int(end.open_file["file_base"])))
+        last = max((int(r["commit_log_offset"]) for r in offsets), default=None)
+    return Held(end, rows, last, versions)
 
 
 def copy_record(files: Sequence[MappedFile], offset: int, opts: ScanOptions) -> dict | None:
@@ -81,13 +80,11 @@ def continuity_problem(spark: SparkSession, warehouse: str, broker: str, held: H
                        offsets: Sequence[int], opts: ScanOptions) -> str | None:
     """The first check point where the copy's record differs from the history's messages row, in words; None when
     every one is equal (or there is none)."""
-    from pyspark.sql import functions as F
-
     if not offsets:
         return None
-    known = {int(r["commit_log_offset"]): r.asDict() for r in
-             read_dump(spark, warehouse, "messages", broker, version=held.versions["messages"])
-             .where(F.col("commit_log_offset").isin(list(offsets))).select("commit_log_offset", *CHECKED).collect()}
+    known = {int(r["commit_log_offset"]): r for r in
+             read_rows(spark, warehouse, "messages", broker, version=held.versions["messages"],
+                       columns=["commit_log_offset", *CHECKED], where=("commit_log_offset", "in", list(offsets)))}
     for off in offsets:
         mine = known.get(off)
         theirs = copy_record(files, off, opts)
@@ -106,11 +103,12 @@ def spans_of(spark: SparkSession, warehouse: str, dump_id: str | None) -> dict[s
     path = table_path(warehouse, "copies")
     if not DeltaTable.isDeltaTable(spark, path):
         return {}
-    df = (read_dump(spark, warehouse, "copies", dump_id) if dump_id is not None
-          else spark.read.format("delta").load(path))
+    found = (read_rows(spark, warehouse, "copies", dump_id) if dump_id is not None else
+             [r.asDict() for r in spark.read.format("delta").load(path)
+              .select("dump_id", "first_offset", "to_offset", "store", "built_at").collect()])
     rows: dict[str, list[dict]] = {}
-    for r in df.select("dump_id", "first_offset", "to_offset", "store", "built_at").collect():
-        rows.setdefault(r.dump_id, []).append(r.asDict())
+    for r in found:
+        rows.setdefault(r["dump_id"], []).append(r)
     return {d: copy_spans(rs) for d, rs in rows.items()}
 
 
@@ -120,7 +118,7 @@ def is_history(spark: SparkSession, warehouse: str, dump_id: str) -> bool:
 
     if not DeltaTable.isDeltaTable(spark, table_path(warehouse, "copies")):
         return False
-    return bool(read_dump(spark, warehouse, "copies", dump_id).limit(1).count())
+    return bool(read_rows(spark, warehouse, "copies", dump_id, columns=["dump_id"]))
 
 
 @dataclass
@@ -143,15 +141,17 @@ CONTINUED = ("pull_decisions", "decision_details", "pulls", "group_stats", "pull
 def last_pull_run(spark: SparkSession, warehouse: str, broker: str, job: str) -> Previous | None:
     """Job 2's (`job`) last complete run over the history of `broker`; None when there is none that wrote every
     table a run continues from."""
-    from pyspark.sql import functions as F
-
     versions = pinned_versions(spark, warehouse, broker)
     last = last_run(spark, warehouse, broker, job)
     if last is None or any(t not in versions for t in CONTINUED):
         return None
-    begun = read_dump(spark, warehouse, "copies", broker).agg(F.min("built_at")).first()[0]
+    begun = min((r["built_at"] for r in read_rows(spark, warehouse, "copies", broker, columns=["built_at"])
+                 if r["built_at"] is not None), default=None)
     if begun is not None and begun > last["finished_at"]:
         return Previous([], [], versions, {}, begun_again=True)
-    stats = [r.asDict() for r in read_dump(spark, warehouse, "group_stats", broker).drop("dump_id").collect()]
-    positions = [r.asDict() for r in read_dump(spark, warehouse, "pull_positions", broker).drop("dump_id").collect()]
+
+    def rows(table: str) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "dump_id"} for r in read_rows(spark, warehouse, table, broker)]
+
+    stats, positions = rows("group_stats"), rows("pull_positions")
     return Previous(stats, positions, versions, dict(last.get("inputs") or {}))

@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from filterlib import tables
-from jobs.delta_files import append_rows, dump_rows
+from jobs.delta_files import Where, append_rows, dump_rows
 from jobs.delta_io import check_dump_id, last_version, table_path
 
 if TYPE_CHECKING:
@@ -109,20 +109,30 @@ def last_run(spark: SparkSession, warehouse: str, dump_id: str, job: str) -> dic
 
 
 def read_rows(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,
-              latest: bool = False) -> list[dict]:
-    """read_dump's rows as dicts (maps as dicts), for the small tables a run reads on the driver: read from the
-    files the table's log names (`jobs.delta_files.dump_rows`), no Spark job; through read_dump where that cannot
-    answer exactly (and for a table that does not exist, whose AnalysisException the caller sees)."""
+              latest: bool = False, columns: Sequence[str] | None = None, where: Where | None = None) -> list[dict]:
+    """read_dump's rows as dicts (maps as dicts), of `columns` when given and only those meeting `where`, for what
+    a run reads on the driver: read from the files the table's log names (`jobs.delta_files.dump_rows`), no Spark
+    job; through read_dump where that cannot answer exactly (and for a table that does not exist, whose
+    AnalysisException the caller sees)."""
+    from pyspark.sql import functions as F
+
     if version is None:
         version = None if latest else pinned_version(spark, warehouse, table, dump_id)
         if version is None:
             version = last_version(spark, table_path(warehouse, table))
     if version >= 0:
-        rows = dump_rows(spark, warehouse, table, dump_id, version)
+        rows = dump_rows(spark, warehouse, table, dump_id, version, columns, where)
         if rows is not None:
             return rows
-    return [r.asDict(recursive=True) for r in read_dump(spark, warehouse, table, dump_id,
-                                                        version=version if version >= 0 else None).collect()]
+    df = read_dump(spark, warehouse, table, dump_id, version=version if version >= 0 else None)
+    if where is not None:
+        column, op, value = where
+        if op not in ("in", ">="):
+            raise ValueError(f"read_rows: no condition {op!r}")
+        df = df.where(F.col(column).isin(list(value)) if op == "in" else F.col(column) >= value)
+    if columns is not None:
+        df = df.select(*[c for c in df.columns if c in columns])
+    return [r.asDict(recursive=True) for r in df.collect()]
 
 
 def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int | None = None,

@@ -81,10 +81,13 @@ from jobs.delta_files import (
     FileSource,
     all_null,
     commit_dump,
+    dump_frame,
     dump_records,
     file_source,
     file_target,
     frame_parts,
+    key_ranges,
+    least_since,
     parquet_codec,
     replace_rows,
 )
@@ -504,15 +507,16 @@ class MessageFiles:
 
 
 def _message_files(messages: DataFrame, body_checks: DataFrame | None, source: FileSource | None, units: DataFrame,
-                   carried: Carried | None) -> MessageFiles:
+                   carried: Carried | None, least: int | None = None) -> MessageFiles:
     """The replay's messages. A continued history's start at the first one its units to replay point at (file
-    statistics prune the rest): the replay pays for what is new, not for the whole history. Where the table's
-    rows are its files' rows and no body is checked here, the tasks read the files themselves."""
+    statistics prune the rest; `least`, that first one where the caller knows it): the replay pays for what is
+    new, not for the whole history. Where the table's rows are its files' rows and no body is checked here, the
+    tasks read the files themselves."""
     from pyspark.sql import functions as F
 
     low = None
     if carried is not None:
-        found = units.agg(F.min("commit_log_offset")).first()[0]
+        found = least if least is not None else units.agg(F.min("commit_log_offset")).first()[0]
         if found is not None:
             low = int(found)
             messages = messages.where(F.col("commit_log_offset") >= low)
@@ -520,10 +524,11 @@ def _message_files(messages: DataFrame, body_checks: DataFrame | None, source: F
 
 
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary,
-                 carried: Carried | None = None) -> DataFrame:
+                 carried: Carried | None = None) -> tuple[DataFrame, int | None]:
     """Every pulled queue's units with min_offset, units_per_file and the piece they are replayed in, and each
     queue's end row (`pull_tasks.CQ_SIDE`: the CQ side only), from the dump or job 1. Over a history continued
-    (`carried`), a file queue's units from where its first continuing pull starts (`timeline.replay_from`)."""
+    (`carried`), a file queue's units from where its first continuing pull starts (`timeline.replay_from`), and
+    the least commit log offset those units point at where job 1's files tell it without a Spark job."""
     from pyspark.sql import functions as F
 
     source = inputs.queues
@@ -541,19 +546,17 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
         _check_queues_found(spark, inputs, topics, {t for t, _ in pairs}, summary)
         summary.queues = len(pairs)
         if not pairs:
-            return spark.createDataFrame([], cq_side_ddl())
+            return spark.createDataFrame([], cq_side_ddl()), None
         rdd = spark.sparkContext.parallelize([(t, q, inputs.piece_units) for t, q in pairs],
                                              max(1, min(len(pairs), 64)))
         return spark.createDataFrame(rdd, QUEUE_TASK_DDL).mapInArrow(
-            read_dump_queues(store.root, store.conf.storeType), cq_side_ddl())
+            read_dump_queues(store.root, store.conf.storeType), cq_side_ddl()), None
     if store.queue_kind == ROCKSDB:
         summary.notes.append("the dump's consume queues are a RocksDB database (storeType=defaultRocksDB): "
                              "the rebuilt queues are paged as the broker pages RocksDB queues, with no bloom layer")
-    cq = read_dump(spark, inputs.warehouse, "consume_queue", inputs.dump_id).where(F.col("topic").isin(sorted(topics)))
+    cq, bounds, files = _rebuilt_queues(spark, inputs, topics)
     per_file = 0 if _pages_rocksdb(store) else max(1, store.conf.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE)
     size = piece_size(per_file, inputs.piece_units)
-    bounds = [(r.topic, r.queue_id, r.lo, r.hi) for r in cq.groupBy("topic", "queue_id").agg(
-        F.min("queue_offset").alias("lo"), (F.max("queue_offset") + 1).alias("hi")).collect()]
     summary.queues = len(bounds)
     lows = spark.createDataFrame([(t, q, lo) for t, q, lo, _ in bounds], "topic string, queue_id int, min_offset long")
     piece = (F.floor(F.col("queue_offset") / size) if size else F.lit(0)).cast("long")
@@ -571,7 +574,33 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     ends = spark.createDataFrame([(t, q, hi // size if size else 0, lo, per_file, hi) for t, q, lo, hi in bounds],
                                  "topic string, queue_id int, piece long, min_offset long, units_per_file long, "
                                  "end_offset long")
-    return units.unionByName(ends, allowMissingColumns=True)
+    least = None
+    if carried is not None and files is not None:
+        starts = {(t, q): None for t, q, _lo, _hi in bounds} | {(t, q): at for t, q, at in froms}
+        least = least_since(files, ("topic", "queue_id"), "queue_offset", starts, "commit_log_offset")
+    return units.unionByName(ends, allowMissingColumns=True), least
+
+
+def _rebuilt_queues(spark: SparkSession, inputs: Inputs, topics: set[str]
+                    ) -> tuple[DataFrame, list[tuple[str, int, int, int]], FileSource | None]:
+    """Job 1's units of the pulled topics, each queue's (topic, queue_id, first offset, end offset) and the files
+    behind them: read from the files the table's log names, the bounds from their statistics
+    (`delta_files.key_ranges`), no Spark job; through delta-spark where the log cannot answer (no files)."""
+    from pyspark.sql import functions as F
+
+    wh, dump = inputs.warehouse, inputs.dump_id
+    found = dump_frame(spark, wh, "consume_queue", dump, read_version(spark, wh, "consume_queue", dump))
+    if found is not None:
+        cq, source = found
+        ranges = key_ranges(source, ("topic", "queue_id"), "queue_offset")
+        bounds = sorted((t, q, lo, hi + 1) for (t, q), (lo, hi) in ranges.items() if t in topics)
+    else:
+        source = None
+        cq = read_dump(spark, wh, "consume_queue", dump)
+        bounds = [(r.topic, r.queue_id, r.lo, r.hi) for r in cq.where(F.col("topic").isin(sorted(topics)))
+                  .groupBy("topic", "queue_id").agg(F.min("queue_offset").alias("lo"),
+                                                    (F.max("queue_offset") + 1).alias("hi")).collect()]
+    return cq.where(F.col("topic").isin(sorted(topics))), bounds, source
 
 
 def _pages_rocksdb(store: StoreDir) -> bool:
@@ -1079,8 +1108,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.seconds = time.monotonic() - t0
         return summary
     topics = {p.topic for p in planned.all if p.ok or p.answer == NOT_SUBSCRIBED}
-    units = _queue_units(spark, inputs, topics, summary, planned.carried)
-    msgs = _message_files(messages, body_checks, source, units, planned.carried)
+    units, least = _queue_units(spark, inputs, topics, summary, planned.carried)
+    msgs = _message_files(messages, body_checks, source, units, planned.carried, least)
     ctx = _context(spark, inputs, planned, summary)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
     decisions = spark.sparkContext.accumulator(0)

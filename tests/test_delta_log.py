@@ -8,12 +8,13 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 from filterlib import tables
 from jobs.delta_files import all_null, append_rows, dump_records, dump_rows, file_source, replace_rows
 from jobs.delta_io import last_version, replace_dump
 from jobs.delta_log import file_path, live_files, location
-from jobs.runs import read_dump
+from jobs.runs import read_dump, read_rows
 
 pytestmark = pytest.mark.spark
 
@@ -97,7 +98,7 @@ def test_small_tables_written_and_read_by_the_driver_equal_sparks(spark, tmp_pat
     """replace_rows / append_rows write what delta-spark reads back; dump_rows reads what delta-spark reads;
     dump_records counts what Spark counts; all_null sees a column no row holds."""
     wh = str(tmp_path)
-    stats = [{"dump_id": "d", "consumer_group": f"g{i}", "topic": "T", "subscription_index": i, "scanned": 10 * i}
+    stats = [{"dump_id": "d", "consumer_group": f"g{i}", "topic": "T", "subscription_index": i, "units_scanned": 10 * i}
              for i in range(3)]
     replace_rows(spark, wh, tables.GROUP_STATS, "d", stats)
     replace_rows(spark, wh, tables.GROUP_STATS, "e", stats[:1])
@@ -116,6 +117,15 @@ def test_small_tables_written_and_read_by_the_driver_equal_sparks(spark, tmp_pat
     assert [r["subscription_index"] for r in sorted(dump_rows(spark, wh, "group_stats", "d", 2),
                                                     key=lambda r: r["subscription_index"])] == [1, 2]
     assert dump_rows(spark, wh, "runs", "d", 0)[0]["tables"] == {"t": 0}  # the first commit made the table
+
+    for where in (("units_scanned", ">=", 20), ("subscription_index", "in", [0, 2]), ("units_scanned", ">=", 99)):
+        column, op, value = where
+        cond = F.col(column).isin(value) if op == "in" else F.col(column) >= value
+        theirs = sorted(r.asDict() for r in read_dump(spark, wh, "group_stats", "d", version=2).where(cond)
+                        .select("subscription_index", "units_scanned").collect())
+        mine = sorted(dump_rows(spark, wh, "group_stats", "d", 2, ["units_scanned", "subscription_index"], where),
+                      key=lambda r: r["subscription_index"])
+        assert mine == theirs and len(mine) == {">=": 1 if value == 20 else 0, "in": 1}[op], where
 
     source = file_source(spark, None, wh, "group_stats", "d", last_version(spark, str(tmp_path / "group_stats")))
     assert source is not None and len(source.paths) == 1
@@ -139,3 +149,48 @@ def test_a_table_not_partitioned_by_dump_has_no_dump_files(spark, tmp_path):
     assert found is not None and len(found.adds) == 1 and found.partition("dump_id", "d") is None
     assert dump_rows(spark, str(tmp_path), "runs", "d", 0) is None
     assert dump_records(spark, str(tmp_path), "runs", "d", 0) is None
+    # read_rows answers through Spark then, with the same columns and condition
+    assert read_rows(spark, str(tmp_path), "runs", "d", version=0, columns=["unit"], where=("unit", ">=", 1)) == [
+        {"unit": 1}]
+    assert read_rows(spark, str(tmp_path), "runs", "d", version=0, where=("unit", "in", [2])) == []
+
+
+def test_key_ranges_and_least_since_equal_a_scan_of_every_row(tmp_path):
+    """The bounds job 2 takes from row-group statistics equal the bounds of every row, whether a row group holds one
+    queue (statistics), several (its rows read), or has no statistics at all."""
+    import random
+
+    import pyarrow.parquet as pq
+
+    from jobs.delta_files import FileSource, key_ranges, least_since
+
+    rng = random.Random(7)
+    rows = []
+    for topic in ("TopicA", "TopicB", "T" * 80):  # a long name: statistics equal at min and max must stay exact
+        for queue in range(3):
+            n = rng.randrange(1, 40)
+            first = rng.randrange(0, 100)
+            rows += [(topic, queue, first + i, rng.randrange(0, 1 << 40)) for i in range(n)]
+    rows.sort()
+    paths = []
+    for i, (lo, hi, group, stats) in enumerate(((0, 60, 7, True), (60, len(rows) - 30, 25, True),
+                                                (len(rows) - 30, len(rows), 10, False))):
+        part = rows[lo:hi]
+        table = pa.table({"topic": [r[0] for r in part], "queue_id": pa.array([r[1] for r in part], pa.int32()),
+                          "queue_offset": [r[2] for r in part], "commit_log_offset": [r[3] for r in part]})
+        path = str(tmp_path / f"part-{i}.parquet")
+        pq.write_table(table, path, row_group_size=group, write_statistics=stats)
+        paths.append(path)
+    source = FileSource(tuple(paths))
+    keys = ("topic", "queue_id")
+    expected: dict = {}
+    for t, q, off, _ in rows:
+        lo, hi = expected.get((t, q), (off, off))
+        expected[(t, q)] = (min(lo, off), max(hi, off))
+    assert key_ranges(source, keys, "queue_offset") == expected
+    for trial in range(20):
+        starts = {k: (None if rng.random() < 0.3 else rng.randrange(lo - 5, hi + 5))
+                  for k, (lo, hi) in expected.items() if rng.random() < 0.6}
+        want = min((c for t, q, off, c in rows if (t, q) in starts
+                    and (starts[(t, q)] is None or off >= starts[(t, q)])), default=None)
+        assert least_since(source, keys, "queue_offset", starts, "commit_log_offset") == want, (trial, starts)
