@@ -174,7 +174,9 @@ def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str,
     schema = StructType.fromJson(json.loads(found.metadata["schemaString"]))
     data = StructType([f for f in schema.fields if f.name != PARTITION])
     df = (spark.read.schema(data).parquet(*uris) if uris else spark.createDataFrame([], data))
-    df = df.select(*[F.lit(dump_id).cast(f.dataType).alias(PARTITION) if f.name == PARTITION else F.col(f.name)
+    # the partition column as delta-spark gives it: the dump's value, nullable (a bare literal is not)
+    part_col = F.when(F.lit(False), F.lit(None)).otherwise(F.lit(dump_id))
+    df = df.select(*[part_col.cast(f.dataType).alias(PARTITION) if f.name == PARTITION else F.col(f.name)
                      for f in schema.fields])
     return df, FileSource(paths, loc.kind, loc.s3)
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from filterlib import tables
-from jobs.delta_files import Where, append_rows, dump_rows
+from jobs.delta_files import Where, append_rows, dump_frame, dump_rows
 from jobs.delta_io import check_dump_id, last_version, table_path
 
 if TYPE_CHECKING:
@@ -139,12 +139,20 @@ def read_dump(spark: SparkSession, warehouse: str, table: str, dump_id: str, ver
               latest: bool = False) -> DataFrame:
     """One dump's rows of a table as the dump's last complete run left it (the version that run
     committed, so a run killed part-way is never seen); `version` reads that version instead, `latest` the newest
-    (a run reading what it has just written itself). A table no complete run names is read at its latest version."""
+    (a run reading what it has just written itself). A table no complete run names is read at its latest version.
+    The rows come from the files the table's log names at that version (`jobs.delta_files.dump_frame`): delta-spark
+    would first reconstruct the table's state, a Spark job per table and version that was most of a reader's time;
+    it answers where the log reader cannot (and for a table that does not exist, whose AnalysisException the caller
+    sees)."""
     from pyspark.sql import functions as F
 
     path = table_path(warehouse, table)
     if version is None and not latest:
         version = pinned_version(spark, warehouse, table, dump_id)
+    at = version if version is not None else last_version(spark, path)
+    found = dump_frame(spark, warehouse, table, dump_id, at) if at >= 0 else None
+    if found is not None:
+        return found[0]
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)

@@ -31,6 +31,14 @@ def _spark_files(spark, path: str, version: int, dump_id: str | None = None) -> 
     return sorted(urlsplit(u).path for u in df.inputFiles())  # Hadoop paths: the names as they are on disk
 
 
+def _delta(spark, wh: str, table: str, dump_id: str, version: int):
+    """One dump's rows of a table at a version as delta-spark reads them (the reference for the log's readers)."""
+    from pyspark.sql import functions as F
+
+    return (spark.read.format("delta").option("versionAsOf", version).load(f"{wh}/{table}")
+            .where(F.col("dump_id") == dump_id))
+
+
 def _mine(spark, path: str, version: int, dump_id: str | None = None) -> list[str]:
     found = live_files(spark, path, version)
     assert found is not None, f"no answer at version {version}"
@@ -58,7 +66,23 @@ def test_every_version_lists_what_delta_spark_lists(spark, tmp_path):
         assert _mine(spark, path, v) == _spark_files(spark, path, v), v
     for d in dumps:
         assert _mine(spark, path, end, d) == _spark_files(spark, path, end, d), d
+    # read_dump reads those files itself: the rows, columns and types delta-spark reads, at every version
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (added_later int)")
+    _write_added(spark, wh, "b")
+    for v in (0, 4, end, end + 2):
+        for d in dumps + ["never"]:
+            theirs = _delta(spark, wh, "t", d, v)
+            mine = read_dump(spark, wh, "t", d, version=v)
+            assert mine.schema == theirs.schema, (v, d)
+            assert sorted(map(tuple, mine.collect())) == sorted(map(tuple, theirs.collect())), (v, d)
     assert live_files(spark, path, end).plain
+
+
+def _write_added(spark, wh: str, dump_id: str) -> None:
+    """A dump's rows written after the column added_later was: older files lack it (read as null)."""
+    df = spark.createDataFrame([(dump_id, 1000 + i, f"m{i}", i) for i in range(3)],
+                               "dump_id string, unit long, note string, added_later int")
+    replace_dump(df, wh, "t", dump_id)
 
 
 def test_a_multi_part_checkpoint_is_read_whole(spark, tmp_path):
@@ -109,8 +133,7 @@ def test_small_tables_written_and_read_by_the_driver_equal_sparks(spark, tmp_pat
     for table, dump, n in (("group_stats", "d", 2), ("group_stats", "e", 1), ("runs", "d", 2)):
         path = str(tmp_path / table)
         v = last_version(spark, path)
-        theirs = sorted((r.asDict(recursive=True) for r in read_dump(spark, wh, table, dump, version=v).collect()),
-                        key=repr)
+        theirs = sorted((r.asDict(recursive=True) for r in _delta(spark, wh, table, dump, v).collect()), key=repr)
         mine = sorted(dump_rows(spark, wh, table, dump, v), key=repr)
         assert mine == theirs and len(mine) == n, table
         assert dump_records(spark, wh, table, dump, v) == n
@@ -121,7 +144,7 @@ def test_small_tables_written_and_read_by_the_driver_equal_sparks(spark, tmp_pat
     for where in (("units_scanned", ">=", 20), ("subscription_index", "in", [0, 2]), ("units_scanned", ">=", 99)):
         column, op, value = where
         cond = F.col(column).isin(value) if op == "in" else F.col(column) >= value
-        theirs = sorted(r.asDict() for r in read_dump(spark, wh, "group_stats", "d", version=2).where(cond)
+        theirs = sorted(r.asDict() for r in _delta(spark, wh, "group_stats", "d", 2).where(cond)
                         .select("subscription_index", "units_scanned").collect())
         mine = sorted(dump_rows(spark, wh, "group_stats", "d", 2, ["units_scanned", "subscription_index"], where),
                       key=lambda r: r["subscription_index"])
