@@ -41,10 +41,11 @@ s3-warehouse-test: s3-jars ## both jobs with store and Delta warehouse on moto's
 	$(PY) -m pytest -m s3a tests/test_warehouse_s3.py $(PYTEST_ARGS)
 
 # Two pytest workers (TEST_WORKERS), each a test module at a time with its own SparkSession: most of a module's
-# time is one core's (the driver, the harness's JVM), so two fill a 2-core machine. TEST_WORKERS=0 runs in one.
+# time is one core's (the driver, the harness's JVM), so two fill a 2-core machine; the longest modules first
+# (tests/conftest.py SLOW_FIRST). TEST_WORKERS=0 runs in one.
 TEST_WORKERS ?= 2
 test: setup airflow-venv browser dist ## the whole suite, spark-submit to a standalone cluster included (Hypothesis derandomized)
-	RMQ_REPLAY_CLUSTER=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	RMQ_REPLAY_CLUSTER=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 demo: setup ## both jobs on the bundled dump (demo/) with Spark local[*]: summaries, three explain answers, the report
 	@set -o pipefail; PYTHONUNBUFFERED=1 $(PY) -m demo.run --out demo-out 2>&1 \

@@ -15,10 +15,21 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 
+SLOW_FIRST = ("test_simulate_pull", "test_runs", "test_cluster", "test_group_replay", "test_rocksdb_queues",
+              "test_history", "test_build_queues", "test_faults", "test_store_recovery_reference", "test_engine",
+              "test_group_harness", "test_history_pull", "test_demo_run", "test_store_remote", "test_upgrade")
+"""The modules that take longest (harness runs and job runs in their fixtures), collected first: `make test`'s
+workers take a module at a time in collection order (--dist loadfile --no-loadscope-reorder), so the longest start
+at once and the short ones fill in behind them instead of one long module running alone at the end."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked s3a (a Delta warehouse on S3: the ~650 MB S3A jars of `make s3-jars`, a SparkSession of their
-    own) are deselected, not skipped, unless the -m expression names s3a: `make s3-warehouse-test` runs them
-    (`pytest -m s3a tests/test_warehouse_s3.py`), `make test` never collects them."""
+    """The modules of SLOW_FIRST first (the rest in their order). Tests marked s3a (a Delta warehouse on S3: the
+    ~650 MB S3A jars of `make s3-jars`, a SparkSession of their own) are deselected, not skipped, unless the -m
+    expression names s3a: `make s3-warehouse-test` runs them (`pytest -m s3a tests/test_warehouse_s3.py`),
+    `make test` never collects them."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda i: rank.get(i.path.stem, len(rank)))  # stable: each module's own order is kept
     if "s3a" in (config.getoption("markexpr") or ""):
         return
     keep = [i for i in items if i.get_closest_marker("s3a") is None]
