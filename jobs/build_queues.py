@@ -930,9 +930,8 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
 
 def _copy_row(inputs: Inputs, summary: Summary) -> dict:
     """The copies table's row of this copy."""
-    root = inputs.store.root
     files = inputs.store.commitlog.files
-    return {"dump_id": inputs.dump_id, "store": root if "://" in root else os.path.abspath(root),
+    return {"dump_id": inputs.dump_id, "store": inputs.store.name,
             "built_at": int(time.time() * 1000), "first_offset": files[0].base if files else 0,
             "from_offset": summary.from_offset, "to_offset": summary.to_offset,
             "gap_from": None if summary.gap is None else summary.gap[0],
@@ -948,8 +947,7 @@ def _dump_row(spark: SparkSession, inputs: Inputs, summary: Summary, held: Held 
     def local(path: str | None) -> str | None:
         return None if path is None else os.path.abspath(path)
 
-    root = inputs.store.root
-    row = {"dump_id": inputs.dump_id, "store": root if "://" in root else os.path.abspath(root),
+    row = {"dump_id": inputs.dump_id, "store": inputs.store.name,
            "broker_conf": local(inputs.broker_conf), "subscriptions": local(inputs.subscriptions_path),
            "built_at": int(time.time() * 1000), "files": summary.files, "bytes": summary.bytes,
            "records": summary.records, "units": summary.units, "queues": summary.queues,

@@ -743,8 +743,7 @@ def _previous(spark: SparkSession, inputs: Inputs, summary: Summary) -> Previous
 
 def _copy_name(inputs: Inputs) -> str:
     """The run's copy as the tables name it: its store (job 1's copies.store)."""
-    root = inputs.store.root
-    return root if "://" in root else os.path.abspath(root)
+    return inputs.store.name
 
 
 def _continue(spark: SparkSession, inputs: Inputs, planned: Planned, previous: Previous, summary: Summary) -> bool:

@@ -149,6 +149,12 @@ class StoreDir:
                                    "units: enableConsumeQueueExt is ignored (no bitmaps, no bloom layer)")
                 self.conf.enableConsumeQueueExt = False
 
+    @property
+    def name(self) -> str:
+        """The store as the tables name it (dumps.store, copies.store, a position's copy): the absolute path, or
+        the URI as given."""
+        return self.root if "://" in self.root else os.path.abspath(self.root)
+
     def decode_commitlog(self, opts: ScanOptions | None = None, split_bytes: int | None = None
                          ) -> Iterator[tuple[MappedFile, list[pa.RecordBatch], FileAccount]]:
         """Decode every commitlog file in order: (file, batches, accounting); damage stops only its own file."""
