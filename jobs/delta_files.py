@@ -32,7 +32,7 @@ import os
 import posixpath
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -154,12 +154,14 @@ _GLOB = set("*?[]{}\\")
 """Characters Spark's file reader would expand as a pattern in a path it is given."""
 
 
-def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str,
-               version: int) -> tuple[DataFrame, FileSource] | None:
+def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int,
+               only: Collection[str] | None = None) -> tuple[DataFrame, FileSource] | None:
     """One dump's rows of `table` at `version` (the rows `jobs.runs.read_dump` reads), read by Spark's Parquet
     reader from the files the table's log names, and those files for pyarrow: no Delta state reconstruction (a
     Spark job per table and version, most of a small run's cost). None where the log or the files cannot answer
-    exactly, or a path would be read as a pattern: read those through delta-spark."""
+    exactly, or a path would be read as a pattern: read those through delta-spark. `only`: just those of the files
+    (their pyarrow paths, as the FileSource names them), for a reader whose statistics show the others hold none
+    of the rows it wants."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -167,7 +169,7 @@ def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str,
     if part is None or not part[1].plain:
         return None
     loc, found, adds = part
-    paths = tuple(sorted(file_path(loc, a) for a in adds))
+    paths = tuple(sorted(p for p in (file_path(loc, a) for a in adds) if only is None or p in only))
     uris = [f"file://{p}" if loc.kind == "local" else f"s3a://{p}" for p in paths]
     if any(_GLOB & set(u) for u in uris):
         return None

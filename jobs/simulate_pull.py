@@ -562,6 +562,9 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     piece = (F.floor(F.col("queue_offset") / size) if size else F.lit(0)).cast("long")
     froms = [] if carried is None or not per_file else [
         (t, q, at) for t, q, _lo, _hi in bounds if (at := replay_from(carried.plans, carried.starts, t, q)) is not None]
+    least = None
+    if carried is not None and files is not None:
+        cq, least = _past_starts(spark, inputs, topics, cq, files, bounds, froms)
     if froms:
         cuts = spark.createDataFrame(froms, "topic string, queue_id int, replay_from long")
         cq = cq.join(F.broadcast(cuts), ["topic", "queue_id"], "left").where(
@@ -574,11 +577,30 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     ends = spark.createDataFrame([(t, q, hi // size if size else 0, lo, per_file, hi) for t, q, lo, hi in bounds],
                                  "topic string, queue_id int, piece long, min_offset long, units_per_file long, "
                                  "end_offset long")
-    least = None
-    if carried is not None and files is not None:
-        starts = {(t, q): None for t, q, _lo, _hi in bounds} | {(t, q): at for t, q, at in froms}
-        least = least_since(files, ("topic", "queue_id"), "queue_offset", starts, "commit_log_offset")
     return units.unionByName(ends, allowMissingColumns=True), least
+
+
+def _past_starts(spark: SparkSession, inputs: Inputs, topics: set[str], cq: DataFrame, files: FileSource,
+                 bounds: list[tuple[str, int, int, int]], froms: list[tuple[str, int, int]]
+                 ) -> tuple[DataFrame, int | None]:
+    """A continued history's units read only from the consume-queue files that hold one past its queue's start
+    (each file's statistics, `delta_files.least_since`: older copies' files drop out before Spark reads them), and
+    the least commit log offset those units point at."""
+    from pyspark.sql import functions as F
+
+    starts = {(t, q): None for t, q, _lo, _hi in bounds} | {(t, q): at for t, q, at in froms}
+    firsts = {p: least_since(FileSource((p,), files.kind, files.s3), ("topic", "queue_id"), "queue_offset", starts,
+                             "commit_log_offset") for p in files.paths}
+    kept = [p for p, first in firsts.items() if first is not None]
+    least = min((firsts[p] for p in kept), default=None)
+    log.info("continued: %d of the history's %d consume-queue files hold units to replay", len(kept),
+             len(files.paths))
+    if len(kept) < len(files.paths):
+        wh, dump = inputs.warehouse, inputs.dump_id
+        found = dump_frame(spark, wh, "consume_queue", dump, read_version(spark, wh, "consume_queue", dump), set(kept))
+        if found is not None:
+            cq = found[0].where(F.col("topic").isin(sorted(topics)))
+    return cq, least
 
 
 def _rebuilt_queues(spark: SparkSession, inputs: Inputs, topics: set[str]
