@@ -111,7 +111,10 @@ MESSAGES = Table("messages", "one row per CommitLog record (blank fillers exclud
         "body_size": "BODYLENGTH, the stored body's bytes (written with or without `--bodies`); the body starts "
                      "72 + 8 + 8 bytes into the record, 12 more per IPv6 host (sys_flag bits 0x10, 0x20)",
         "topic": "TOPIC",
-        "properties": "PROPERTIES as the broker parses them (empty values dropped)",
+        "properties": "PROPERTIES as the broker parses them (empty keys and values dropped, a repeated key's last "
+                      "value kept), as text: the pairs `key`\\u0001`value` in the record's order joined by "
+                      "\\u0002 (a map: `str_to_map(properties, '\\u0002', '\\u0001')`; tables written before "
+                      "this form hold the map itself; `filterlib.store.properties_text`)",
         "tags": "TAGS property",
         "keys": "KEYS property",
         "uniq_key": "UNIQ_KEY property",
@@ -301,7 +304,8 @@ DELIVERED_MESSAGES = Table("delivered_messages_rows", "one row per message a gro
         ("offset_msg_id", STR, "store host, port and commit log offset"),
         ("uniq_key", STR, "UNIQ_KEY property"),
         ("message_topic", STR, "the record's topic")),
-    *(MESSAGES.column(n) for n in ("tags", "keys", "properties")), *_cols(
+    *(MESSAGES.column(n) for n in ("tags", "keys")), *_cols(
+        ("properties", PROPS, "PROPERTIES as the broker parses them, as a map"),
         ("body", BIN, "the body, decompressed as the client does"),
         ("stored_body_size", INT, "the body's size as stored")),
     *(MESSAGES.column(n) for n in ("store_size", "sys_flag")), *_cols(

@@ -37,6 +37,7 @@ from filterlib.rebuild.history import Read, history_end, plan_append
 from filterlib.rebuild.verify import DIFF_SCHEMA, DUMP_UNITS_SCHEMA, FIELDS
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import parse_delay_levels
+from filterlib.store.properties_text import SQL_MAP
 from filterlib.store.queues import ROCKSDB
 from filterlib.store.scan import SplitReport, iter_ranges
 from filterlib.store.storedir import StoreDir
@@ -67,7 +68,6 @@ from jobs.decode_tasks import (
     EXPORT_SCHEMA,
     MESSAGES_SCHEMA,
     MESSAGES_STATS,
-    MESSAGES_TABLE,
     QUEUE_STATS,
     QUEUE_TABLE,
     TASK_DDL,
@@ -82,7 +82,7 @@ from jobs.decode_tasks import (
     export_queues,
     parse_report,
 )
-from jobs.delta_files import FileTarget, commit_dump, file_target, parquet_codec, replace_rows
+from jobs.delta_files import FileTarget, column_type, commit_dump, file_target, parquet_codec, replace_rows
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.history import Held
@@ -649,7 +649,8 @@ def _context(spark: SparkSession, inputs: Inputs, reg: RegistryLoad, summary: Su
                        int(inputs.defaults.get("batch_rows", 65536)), conf.enableConsumeQueueExt,
                        conf.enableCalcFilterBitMap, registry_spec(reg.registry), conf.enableMultiDispatch,
                        conf.enableLmq, inputs.bodies, target, _queue_target(spark, inputs, target),
-                       parquet_codec(spark), recovery)
+                       parquet_codec(spark), recovery,
+                       isinstance(column_type(spark, inputs.warehouse, "messages", "properties"), dict))
 
 
 @dataclass
@@ -770,13 +771,15 @@ def _write_messages(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: De
                                          f"{PROG} {inputs.dump_id}: write messages")
     if ctx.messages is not None:
         parts = [o.part for o in d.kept if o.part is not None]
-        commit_dump(spark, wh, "messages", inputs.dump_id, parts, MESSAGES_TABLE, MESSAGES_STATS, on_top_of)
+        commit_dump(spark, wh, "messages", inputs.dump_id, parts, ctx.messages_table(), MESSAGES_STATS, on_top_of)
         summary.tables["messages"] = table_path(wh, "messages")
         _delete_parts(ctx.messages, [o.part for o in d.dropped if o.part is not None])
         written = sum(p["num_records"] for p in parts)
     else:
         msg_df = d.valid.where(F.col("message").isNotNull()).select(
             F.lit(inputs.dump_id).alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
+        if ctx.properties_map:
+            msg_df = msg_df.withColumn("properties", F.expr(SQL_MAP))
         summary.tables["messages"] = append_dump(msg_df, wh, "messages", inputs.dump_id, on_top_of, MESSAGES_STATS)
         written = _rows_written(spark, summary.tables["messages"])
         if on_top_of is not None and written is not None:  # the partition was rewritten with the history's rows

@@ -40,6 +40,7 @@ from filterlib.rebuild.verify import diff_batch, read_dump_queue
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
+from filterlib.store.properties_text import MAP_TYPE, map_column
 from filterlib.store.scan import COMPRESSED_ONLY, RangeScan, ScanOptions, SplitReport
 from filterlib.store.storedir import StoreDir
 from filterlib.tables import CONSUME_QUEUE, MESSAGES
@@ -54,12 +55,16 @@ MESSAGES_STATS = ["dump_id", "commit_log_offset", "topic", "queue_id", "queue_of
 """The columns Delta keeps file statistics for (what lookups filter on; see delta_io.replace_dump)."""
 MESSAGES_WRITER = {"write_statistics": MESSAGES_STATS,
                    "use_dictionary": ["dump_id", "topic", "born_host", "store_host", "tags", "magic_code", "queue_id",
-                                      "flag", "sys_flag", "reconsume_times", "store_size", "body_size",
-                                      "properties.key_value.key"]}
+                                      "flag", "sys_flag", "reconsume_times", "store_size", "body_size"]}
 """pyarrow's writer settings for the messages files: Parquet statistics only where lookups filter, dictionaries
-only for the few-valued columns (not ids, offsets, times or property values). Measured on one core over the
-bench dump's 360,818 rows without bodies: 1.63 us a row with pyarrow's defaults, 0.96 us with these, and a
-smaller file (27.3 MiB against 33.0 with snappy)."""
+only for the few-valued columns (not ids, offsets, times or the properties text, which holds each message's
+UNIQ_KEY). Measured on one core over the bench dump's 360,818 rows without bodies: 1.63 us a row with pyarrow's
+defaults, 0.96 us with these, and a smaller file (27.3 MiB against 33.0 with snappy), when the properties were
+still a map."""
+LEGACY_MESSAGES_TABLE = pa.schema([pa.field(f.name, MAP_TYPE) if f.name == "properties" else f
+                                   for f in MESSAGES_TABLE])
+"""The messages table of a warehouse written before the properties were text: its properties a map, which job 1
+keeps writing there (a Delta column keeps its type)."""
 NO_BODIES_WRITER = {**MESSAGES_WRITER, "write_statistics": [*MESSAGES_STATS, "body"]}
 """The writer settings without --bodies: the body column (all null) keeps its Parquet statistics too, free for a
 null column, so job 2 sees from the footers alone that no body is held (`delta_files.all_null`)."""
@@ -106,6 +111,12 @@ class TaskContext:
     """The Parquet codec of those files (the session's spark.sql.parquet.compression.codec, in pyarrow's words)."""
     recovery: RecoveryRules = dataclasses.field(default_factory=lambda: recovery_rules(DEFAULT))
     """The release's per-record recovery checks (`brokerversion.recovery_rules`)."""
+    properties_map: bool = False
+    """The warehouse's messages table holds the properties as a map (LEGACY_MESSAGES_TABLE): write them so."""
+
+    def messages_table(self) -> pa.Schema:
+        """The Arrow schema of the messages files these tasks write."""
+        return LEGACY_MESSAGES_TABLE if self.properties_map else MESSAGES_TABLE
 
     def options(self) -> ScanOptions:
         """The scan options of every task (the release's recovery checks: `brokerversion.recovery_rules`)."""
@@ -217,7 +228,11 @@ def _messages_table(t: dict, scan: RangeScan, ctx: TaskContext, out: SplitOutput
     for rows, msgs in _split(t, scan, ctx, out, carry=False):
         held.append(rows)
         if msgs is not None:
-            yield pa.RecordBatch.from_arrays(msgs, schema=MESSAGES_SCHEMA)
+            batch = pa.RecordBatch.from_arrays(msgs, schema=MESSAGES_SCHEMA)
+            if ctx.properties_map:
+                props = MESSAGES_SCHEMA.get_field_index("properties")
+                batch = batch.set_column(props, pa.field("properties", MAP_TYPE), map_column(batch.column(props)))
+            yield batch
 
 
 def decode_ranges(ctx: TaskContext, records: Any = None):
@@ -235,7 +250,7 @@ def decode_ranges(ctx: TaskContext, records: Any = None):
                     yield rows
             else:
                 held: list[pa.RecordBatch] = []  # the range's units, until its messages file is written
-                out.part = write_part(ctx.messages, _messages_table(t, scan, ctx, out, held), MESSAGES_TABLE,
+                out.part = write_part(ctx.messages, _messages_table(t, scan, ctx, out, held), ctx.messages_table(),
                                       MESSAGES_STATS, ctx.compression,
                                       MESSAGES_WRITER if ctx.bodies else NO_BODIES_WRITER)
                 if ctx.queue is None:

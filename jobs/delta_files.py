@@ -47,13 +47,23 @@ from jobs.delta_io import (
     STATS_PROPERTY,
     check_dump_id,
     creation_metadata,
+    last_version,
     outdated,
     partition_columns,
     partition_dir,
     stats_of,
     table_path,
 )
-from jobs.delta_log import Location, TableFiles, file_path, local_dir, location, partition_files, s3_options
+from jobs.delta_log import (
+    Location,
+    TableFiles,
+    file_path,
+    live_files,
+    local_dir,
+    location,
+    partition_files,
+    s3_options,
+)
 from jobs.faults import LayoutOutdated
 
 if TYPE_CHECKING:
@@ -152,6 +162,23 @@ def file_source(spark: SparkSession, df: Any, warehouse: str, table: str, dump_i
 
 _GLOB = set("*?[]{}\\")
 """Characters Spark's file reader would expand as a pattern in a path it is given."""
+
+
+def column_type(spark: SparkSession, warehouse: str, table: str, column: str) -> Any:
+    """The Delta schema type (JSON: a name, or a dict for a nested type) of `column` in the newest version of
+    `table`; None when the table or the column does not exist."""
+    path = table_path(warehouse, table)
+    version = last_version(spark, path)
+    if version < 0:
+        return None
+    found = live_files(spark, path, version)
+    if found is not None:
+        fields = json.loads(found.metadata["schemaString"])["fields"]
+    else:
+        from delta.tables import DeltaTable
+
+        fields = json.loads(DeltaTable.forPath(spark, path).toDF().schema.json())["fields"]
+    return next((f["type"] for f in fields if f["name"] == column), None)
 
 
 def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int,

@@ -24,6 +24,7 @@ from filterlib.replay.plans import NOT_SUBSCRIBED, Plan, build_filter, own_filte
 from filterlib.replay.rows import MESSAGE_SIDE, PULLS_SCHEMA, UNITS_SCHEMA, VERDICT_SIDE, VERDICT_UNITS_SCHEMA
 from filterlib.store import fs as sfs
 from filterlib.store.dumpqueue import read_chunks, units_per_file
+from filterlib.store.properties_text import text_column
 from filterlib.store.storedir import StoreDir
 from jobs.delta_io import PARTITION
 from jobs.schemas import spark_ddl
@@ -315,7 +316,9 @@ def _message_side(ctx: PullContext, table: pa.Table, topic: str, entries: list) 
     """A piece's units as the replay takes them, the filters their verdicts are bound to (None: the units carry
     properties), and how many units point at a message of another topic (their verdicts are not this topic's: the
     job replays again with the properties joined)."""
-    if "verdicts" not in table.column_names:
+    if "verdicts" not in table.column_names:  # an older warehouse's messages hold the properties as a map
+        props = table.schema.get_field_index("properties")
+        table = table.set_column(props, "properties", text_column(table.column(props)))
         return table.select(UNITS_SCHEMA.names).cast(UNITS_SCHEMA), None, 0
     topics = verdict_topics(ctx)
     mine = topics.index(topic) if topic in topics else -1

@@ -21,6 +21,7 @@ from filterlib import brokerversion, tables
 from filterlib import vocabulary as vocab
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES
 from filterlib.store.commitlog import COMPRESSED_FLAG
+from filterlib.store.properties_text import SQL_MAP
 from jobs import history
 from jobs.delta_io import table_path
 from jobs.runs import read_dump
@@ -171,6 +172,7 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
     job 1 wrote it, else read from the dump (`store`, else the store job 1 recorded in the dumps table), else null
     (logged)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
 
     decided = pull_decisions(spark, warehouse, dump_id).where(F.col("outcome") == vocab.DELIVERED).select(
         "dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
@@ -180,10 +182,13 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
     length = F.length(stored).cast("int")
     if "body_size" in messages.columns:  # job 1 without --bodies: the size stays, the bytes stay in the dump
         length = F.coalesce(length, F.col("body_size").cast("int"))
+    props = F.col("properties") if isinstance(messages.schema["properties"].dataType, MapType) else \
+        F.expr(SQL_MAP)  # the text form as the map it stands for
     m = messages.select(
         "dump_id", "commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
-        "offset_msg_id", "properties", stored.alias("stored_body"), length.alias("stored_body_size"), "store_size",
-        "sys_flag", "flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times")
+        "offset_msg_id", props.alias("properties"), stored.alias("stored_body"), length.alias("stored_body_size"),
+        "store_size", "sys_flag", "flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
+        "reconsume_times")
     rows = decided.join(m, ["dump_id", "commit_log_offset"]).withColumn(
         "msg_id", F.coalesce("uniq_key", "offset_msg_id"))
     stores, versions = _dumps(spark, warehouse, dump_id, store)

@@ -30,6 +30,7 @@ from filterlib.store import commitlog as cl
 from filterlib.store import consumequeue_ext as ext_mod
 from filterlib.store.bodies import read_bodies
 from filterlib.store.properties import encode_properties
+from filterlib.store.properties_text import as_dict
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues
 from jobs.delta_io import table_path
@@ -75,7 +76,7 @@ def check_messages(msgs: list[dict], records: list[dict], store: str | None = No
         stored = base64.b64decode(e["body"] or "")
         assert r["body"] == (None if store else stored) and r["body_size"] == len(stored)
         assert (r["body_error"] is None) == (e["bodyDecompressed"] is not None)
-        assert r["topic"] == e["topic"] and dict(r["properties"]) == e["properties"]
+        assert r["topic"] == e["topic"] and as_dict(r["properties"]) == e["properties"]
         assert (r["tags"], r["keys"], r["uniq_key"], r["offset_msg_id"]) == \
             (e["tags"], e["keys"], e["uniqKey"], e["offsetMsgId"])
         if e["cq"] is not None and e["cq"]["tagsCode"] is not None:

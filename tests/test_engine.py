@@ -29,6 +29,7 @@ from filterlib.engine.queue_layer import ext_bitmaps
 from filterlib.errors import FilterEvaluationError, FilterSyntaxError
 from filterlib.javalang import java_utf8_decode, java_utf8_encode
 from filterlib.registry import compile_filter
+from filterlib.store.properties_text import as_dict
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir
 
@@ -274,7 +275,7 @@ def test_harness_store_messages(harness_runs, name):
     table = _decoded(str(run["out"] / "store"))
     assert table.num_rows > 50
     exprs = compiled(_selectors_of(run) + [c["expr"] for c in random.Random(11).sample(selector_cases(), 400)])
-    maps = [dict(p or []) for p in table.column("properties").to_pylist()]
+    maps = [as_dict(p) or {} for p in table.column("properties").to_pylist()]
     engine = Engine(exprs)
     want = expected(exprs, maps)
     problems = []

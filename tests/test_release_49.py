@@ -17,6 +17,7 @@ from support.job_runs import broker_conf, compare, rows, subscriptions_file
 
 from filterlib import brokerversion, sql92
 from filterlib.brokerversion import detect
+from filterlib.store.properties_text import as_dict
 from filterlib.store.storedir import StoreDir
 from jobs import build_queues, explain, report, report_html, simulate_pull
 from jobs.runs import read_dump
@@ -115,7 +116,7 @@ def test_explain_and_the_report_say_a_selector_means_something_else_on_49(spark,
     r = _replay(spark, tmp_path, "4.9.7", False)
     messages = rows(spark, r["wh"], "messages", r["name"], ["commit_log_offset"])
     m = next(m for m in messages
-             if m["topic"] == scenarios.TOPIC and "ab" in dict(m["properties"] or []).get("name", ""))
+             if m["topic"] == scenarios.TOPIC and "ab" in (as_dict(m["properties"]) or {}).get("name", ""))
     args = explain.parser().parse_args(["--warehouse", r["wh"], "--dump-id", r["name"], "--group", "G_CONTAINS",
                                         "--offset-msg-id", m["offset_msg_id"]])
     text = "\n".join(explain.answer(spark, explain.validate(args)).text)

@@ -22,6 +22,7 @@ from filterlib import sql92
 from filterlib import vocabulary as vocab
 from filterlib.errors import FilterEvaluationError
 from filterlib.store.compression import decompress_body
+from filterlib.store.properties_text import as_dict
 from jobs import build_queues, explain, row_forms, simulate_pull
 from jobs.cli import InputError
 from jobs.runs import read_dump
@@ -387,13 +388,13 @@ def test_explain_names_the_layer_and_the_reason(spark, replayed) -> None:
         if d["sql_value"] is not None:
             expr = d["expression"]
             try:
-                result = sql92.compile(expr).evaluate(dict(m["properties"]))
+                result = sql92.compile(expr).evaluate(as_dict(m["properties"]))
                 value = {True: "TRUE", False: "FALSE", None: "NULL"}[result]
             except FilterEvaluationError as e:
                 value = "ERROR"
                 assert e.java_class in text
             assert value == d["sql_value"]
-            props = dict(m["properties"])
+            props = as_dict(m["properties"])
             for name in sql92.compile(expr).referenced_properties:
                 assert (f"{name} = {props[name]!r}" if name in props else f"{name} missing") in text
             assert (f"is {value}" in text) if value != "ERROR" else "threw" in text

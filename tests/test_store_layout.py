@@ -15,6 +15,7 @@ from filterlib.store import commitlog as cl
 from filterlib.store import consumequeue as cq
 from filterlib.store import consumequeue_ext as ext
 from filterlib.store.properties import encode_properties, parse_properties, parse_properties_legacy
+from filterlib.store.properties_text import as_dict
 from filterlib.store.scan import ScanOptions, decode_file
 
 # (input bytes hex, UTF-16 units of `new String(bytes, UTF_8)` hex, String.hashCode) printed by OpenJDK 17.0.15
@@ -119,7 +120,7 @@ def test_ipv4_v1_record_layout_and_decode(tmp_path) -> None:
     assert row["born_timestamp"] == 1700000000000 and row["store_timestamp"] == 1700000000123
     assert row["reconsume_times"] == 2 and row["prepared_transaction_offset"] == 99
     assert row["body"] == b"a" and row["body_crc"] == 1756872259 and row["topic"] == "TopicTest"
-    assert dict(row["properties"]) == {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U1", "a": "1"}
+    assert as_dict(row["properties"]) == {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U1", "a": "1"}
     assert (row["tags"], row["keys"], row["uniq_key"]) == ("TagA", "k1 k2", "U1")
     assert row["tags_code"] == 2598919
     assert row["offset_msg_id"] == "7F00000100002A9F" + f"{0:016X}"
@@ -211,8 +212,8 @@ def test_scanner_properties_agree_with_parse_rules(tmp_path) -> None:
     rec = _hand_record(born=bytes(4), born_port=0, store=bytes(4), store_port=0, sysflag=0, body=b"",
                        topic=b"T", props=props, phys=0, crc=0)
     row = decode_file(_one_file(tmp_path, rec))[0][0].to_pylist()[0]
-    assert dict(row["properties"]) == {"x": "a\x01b", "a": "2", "TAGS": "T2"}
-    assert len(row["properties"]) == 3
+    assert as_dict(row["properties"]) == {"x": "a\x01b", "a": "2", "TAGS": "T2"}
+    assert len(as_dict(row["properties"])) == 3
     assert row["tags"] == "T2" and row["tags_code"] == java_string_hash("T2")
 
 

@@ -22,6 +22,7 @@ from filterlib.store import fastjson
 from filterlib.store.commitlog import encode_blank, encode_record
 from filterlib.store.compression import compress, compression_type, decompress_body
 from filterlib.store.properties import encode_properties, java_hashmap_order
+from filterlib.store.properties_text import as_dict
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir
 
@@ -72,7 +73,7 @@ def test_records_equal_listing(stores, name) -> None:
         assert (r["born_host"], r["store_host"], r["reconsume_times"], r["prepared_transaction_offset"]) == \
             (e["bornHost"], e["storeHost"], e["reconsumeTimes"], e["preparedTransactionOffset"])
         assert r["body"] == base64.b64decode(e["body"] or "")
-        assert r["topic"] == e["topic"] and dict(r["properties"]) == e["properties"]
+        assert r["topic"] == e["topic"] and as_dict(r["properties"]) == e["properties"]
         assert (r["tags"], r["keys"], r["uniq_key"], r["offset_msg_id"]) == \
             (e["tags"], e["keys"], e["uniqKey"], e["offsetMsgId"])
         if e["bodyDecompressed"] is not None:
@@ -447,7 +448,7 @@ def test_large_compressed_bodies_read_and_rewritten_like_the_broker() -> None:
         msg = msgs[e["scenarioId"]]
         plain = base64.b64decode(msg["bodyBase64"])
         assert r["position"] == e["commitLogOffset"] and r["body"] == base64.b64decode(e["body"])
-        assert dict(r["properties"]) == e["properties"] and r["sys_flag"] == e["sysFlag"]
+        assert as_dict(r["properties"]) == e["properties"] and r["sys_flag"] == e["sysFlag"]
         ctype = compression_type(e["sysFlag"])
         body = r["body"]
         if ctype is not None:

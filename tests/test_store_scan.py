@@ -15,6 +15,7 @@ from itertools import pairwise
 from filterlib.store import commitlog as cl
 from filterlib.store.compression import compress, decompress_body, sys_flag_for
 from filterlib.store.properties import encode_properties
+from filterlib.store.properties_text import as_dict
 from filterlib.store.scan import RangeScan, ScanOptions, decode_file, iter_ranges, merge_reports
 
 FILE = 4096
@@ -99,7 +100,7 @@ def test_generated_files_round_trip(tmp_path) -> None:
         rows = [r for b in decode_file(path)[0] for r in b.to_pylist()]
         for r in rows:
             st, _, ref = cl.decode_record(data, r["position"] - base)
-            assert cl.record_fields(ref) == {k2: (dict(v) if k2 == "properties" else v)
+            assert cl.record_fields(ref) == {k2: (as_dict(v) if k2 == "properties" else v)
                                              for k2, v in r.items() if k2 != "position"}
             decompress_body(r["body"], r["sys_flag"])
 

@@ -16,6 +16,7 @@ import pytest
 from filterlib.javalang import java_string_hash, java_utf8_decode
 from filterlib.store import commitlog as cl
 from filterlib.store.properties import encode_properties
+from filterlib.store.properties_text import to_text
 from filterlib.store.scan import SCHEMA, ScanOptions, decode_file
 
 BASE = 1 << 30
@@ -74,7 +75,7 @@ def _reference(data: bytes, starts: list[int]) -> pa.Table:
         if st != cl.OK:
             break
         f = cl.record_fields(rec)
-        f["properties"] = list(f["properties"].items())
+        f["properties"] = to_text(f["properties"])
         rows.append({"position": BASE + s, **f})
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
@@ -105,7 +106,7 @@ def _assert_bad_rows(got: pa.Table, bad_at: dict[int, tuple[bytes, bytes]]) -> N
     for i, (t, p) in bad_at.items():
         exp = _expected_props(p)
         assert topic[i] == java_utf8_decode(t)
-        assert props[i] == list(exp.items())
+        assert props[i] == to_text(exp)
         assert (tags[i], keys[i], uniq[i]) == (exp.get("TAGS"), exp.get("KEYS"), exp.get("UNIQ_KEY"))
         assert codes[i] == (java_string_hash(exp["TAGS"]) if exp.get("TAGS") else 0)
 

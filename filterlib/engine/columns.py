@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from filterlib.store.properties_text import pairs_of, span_strings
+
 MISSING = -1
 
 
@@ -35,15 +37,6 @@ class Column:
         if self._pylist is None:
             self._pylist = self.values.to_pylist()
         return self._pylist
-
-
-def _map_array(props: pa.Array | pa.ChunkedArray) -> pa.MapArray:
-    """One contiguous MapArray from a column that may be chunked."""
-    if isinstance(props, pa.ChunkedArray):
-        props = props.combine_chunks() if props.num_chunks != 1 else props.chunk(0)
-    if not pa.types.is_map(props.type):
-        raise TypeError(f"properties must be map<string, string>, got {props.type}")
-    return props
 
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
@@ -73,11 +66,12 @@ def _rehash(hashes, count, cap):
 
 
 @njit(cache=True)
-def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_valid, name_offsets, name_data):
-    """One pass over the map entries: for each wanted name, per row the code of its (last) value in a dictionary
-    built in first-seen order, and each dictionary entry's representative map entry. One hash table serves every
-    name (the name is mixed into the hash); it starts small and doubles, so it stays in cache while values are
-    few."""
+def _extract(map_offsets, key_start, key_end, key_data, val_start, val_end, val_data, val_valid, name_offsets,
+             name_data):
+    """One pass over the entries (entry e's key is key_data[key_start[e]:key_end[e]], its value likewise): for each
+    wanted name, per row the code of its (last) value in a dictionary built in first-seen order, and each dictionary
+    entry's representative entry. One hash table serves every name (the name is mixed into the hash); it starts
+    small and doubles, so it stays in cache while values are few."""
     n = len(map_offsets) - 1
     names = len(name_offsets) - 1
     codes = np.full((names, n), -1, dtype=np.int32)
@@ -93,8 +87,8 @@ def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_vali
     table = np.full(cap, -1, dtype=np.int32)
     for row in range(n):
         for e in range(map_offsets[row], map_offsets[row + 1]):
-            a = key_offsets[e]
-            ln = key_offsets[e + 1] - a
+            a = key_start[e]
+            ln = key_end[e] - a
             j = -1
             for c in range(names):
                 b = name_offsets[c]
@@ -113,8 +107,8 @@ def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_vali
             if not val_valid[e]:
                 codes[j, row] = -1
                 continue
-            va = val_offsets[e]
-            vl = val_offsets[e + 1] - va
+            va = val_start[e]
+            vl = val_end[e] - va
             h = _FNV_OFFSET ^ np.uint64(j)
             for t in range(vl):
                 h = (h ^ np.uint64(val_data[va + t])) * _FNV_PRIME
@@ -139,8 +133,8 @@ def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_vali
                         table = _rehash(g_hash, total, cap)
                     break
                 r = g_rep[g]
-                if g_hash[g] == h and g_name[g] == j and val_offsets[r + 1] - val_offsets[r] == vl and \
-                        _same_bytes(val_data, val_offsets[r], va, vl):
+                if g_hash[g] == h and g_name[g] == j and val_end[r] - val_start[r] == vl and \
+                        _same_bytes(val_data, val_start[r], va, vl):
                     code = g_code[g]
                     break
                 slot = (slot + 1) & (cap - 1)
@@ -157,25 +151,35 @@ def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def extract_properties(props: pa.Array | pa.ChunkedArray, names: Iterable[str]) -> dict[str, Column]:
-    """Columns of the named properties from a map<string,string> array (a null map is a message without any)."""
-    arr = _map_array(props)
+    """Columns of the named properties from a properties column: the text `messages` holds
+    (`filterlib.store.properties_text`) or a map<string,string> (a null is a message without any)."""
     names = sorted(set(names))
     if not names:
         return {}
-    offsets = np.asarray(arr.offsets, dtype=np.int64)
-    keys, items = arr.keys, arr.items
-    if len(keys) == offsets[-1] - offsets[0]:
-        offsets = offsets - offsets[0]
+    if isinstance(props, pa.ChunkedArray):
+        props = props.combine_chunks() if props.num_chunks != 1 else props.chunk(0)
     encoded = [name.encode("utf-8", "surrogatepass") for name in names]
     name_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     name_offsets[1:] = np.cumsum([len(b) for b in encoded])
-    key_offsets, key_data = _string_buffers(keys)
-    val_offsets, val_data = _string_buffers(items)
-    valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
-    codes, reps, counts = _extract(offsets, key_offsets, key_data, val_offsets, val_data, valid, name_offsets,
-                                   np.frombuffer(b"".join(encoded), dtype=np.uint8))
-    return {name: Column(codes[j], items.take(pa.array(reps[j, :counts[j]])))
-            for j, name in enumerate(names)}
+    name_data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    if pa.types.is_map(props.type):
+        offsets = np.asarray(props.offsets, dtype=np.int64)
+        keys, items = props.keys, props.items
+        if len(keys) == offsets[-1] - offsets[0]:
+            offsets = offsets - offsets[0]
+        key_offsets, key_data = _string_buffers(keys)
+        val_offsets, val_data = _string_buffers(items)
+        valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
+        codes, reps, counts = _extract(offsets, key_offsets[:-1], key_offsets[1:], key_data, val_offsets[:-1],
+                                       val_offsets[1:], val_data, valid, name_offsets, name_data)
+        return {name: Column(codes[j], items.take(pa.array(reps[j, :counts[j]])))
+                for j, name in enumerate(names)}
+    if not pa.types.is_string(props.type):
+        raise TypeError(f"properties must be text or map<string, string>, got {props.type}")
+    rows, keys, values, data = pairs_of(props)
+    codes, reps, counts = _extract(rows, keys[:, 0], keys[:, 1], data, values[:, 0], values[:, 1], data,
+                                   np.ones(len(keys), dtype=bool), name_offsets, name_data)
+    return {name: Column(codes[j], span_strings(values[reps[j, :counts[j]]], data)) for j, name in enumerate(names)}
 
 
 def column_from_strings(values: pa.Array | pa.ChunkedArray) -> Column:

@@ -17,6 +17,7 @@ from filterlib.errors import FilterError
 from filterlib.javalang import to_int32
 from filterlib.members import filters_with_kept
 from filterlib.rebuild.dispatch import bit_set
+from filterlib.store.properties_text import as_dict
 
 Row = Mapping[str, Any]
 
@@ -74,7 +75,7 @@ def evaluated_filter(d: Row, message: Row | None, filters: Mapping[tuple[str, st
     the subscription's own expression is the one evaluated."""
     if not str(d["topic"]).startswith(mf.RETRY_GROUP_TOPIC_PREFIX) or not message or not message.get("properties"):
         return None
-    real = dict(message["properties"]).get(mf.PROPERTY_RETRY_TOPIC)
+    real = as_dict(message["properties"]).get(mf.PROPERTY_RETRY_TOPIC)
     return filters.get((real, d["consumer_group"])) if real is not None else None
 
 
@@ -99,7 +100,7 @@ def commit_log_words(d: Row, sub: Row, message: Row | None, retry_filter: Row | 
     except FilterError:
         names = frozenset()
     props = message["properties"] if message else None
-    values = _props_text(dict(props) if props is not None else None, names)
+    values = _props_text(as_dict(props), names)
     if sql == "TRUE":
         return f"SQL92 `{expr}` is TRUE with {values}: passes"
     if sql == "FALSE":

@@ -38,7 +38,7 @@ class MessageIndex:
         """(properties, tags, body_error, found) for these commit log offsets; a missing message has none."""
         n = len(offsets)
         if not len(self.offsets):
-            return (pa.nulls(n, pa.map_(pa.string(), pa.string())), pa.nulls(n, pa.string()),
+            return (pa.nulls(n, self.table.schema.field("properties").type), pa.nulls(n, pa.string()),
                     pa.nulls(n, pa.string()), np.zeros(n, dtype=bool))
         pos = np.minimum(np.searchsorted(self.offsets, offsets), len(self.offsets) - 1)
         found = self.offsets[pos] == offsets

@@ -29,7 +29,7 @@ UNITS_SCHEMA = pa.schema([
     ("has_ext", pa.bool_()),
     ("ext_store_time", pa.int64()),
     ("filter_bitmap", pa.binary()),
-    ("properties", pa.map_(pa.string(), pa.string())),
+    ("properties", pa.string()),
     ("tags", pa.string()),
     ("body_error", pa.string()),
 ])

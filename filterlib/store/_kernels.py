@@ -600,8 +600,7 @@ DecodeOut = namedtuple("DecodeOut", [
     "topic_off", "topic_data",
     "host_off", "host_data",  # row 0 BORNHOST, row 1 STOREHOST, as text
     "msgid_off", "msgid_data",  # offsetMsgId
-    "map_off",  # properties: row r's pairs are [map_off[r], map_off[r + 1]) of the key and value columns
-    "key_off", "key_data", "val_off", "val_data",
+    "prop_off", "prop_data",  # the properties as text (`filterlib.store.properties_text`)
     "spec_off", "spec_valid", "spec_data",  # rows 0, 1, 2: the TAGS, KEYS, UNIQ_KEY values (spec_valid 0: none)
 ])
 
@@ -614,9 +613,7 @@ def _start_columns(out):
     out.host_off[0, 0] = 0
     out.host_off[1, 0] = 0
     out.msgid_off[0] = 0
-    out.map_off[0] = 0
-    out.key_off[0] = 0
-    out.val_off[0] = 0
+    out.prop_off[0] = 0
     out.spec_off[0, 0] = 0
     out.spec_off[1, 0] = 0
     out.spec_off[2, 0] = 0
@@ -651,46 +648,53 @@ def _note_special(b, k, kl, vs, vl, tags, keys, delay, uniq):
 
 
 @njit(cache=True, inline="always")
-def _props_one_pass(b, a, n, key_off, key_data, val_off, val_data, npairs):
-    """Append the pairs of the properties region b[a:a+n] to the key/value columns from pair npairs on, in one pass
-    that finds 0x01/0x02, copies keys and values and ORs the bytes to spot non-ASCII.
+def _props_one_pass(b, a, n, txt, q, pairs):
+    """Write the pairs of the properties region b[a:a+n] to the properties text txt from q on (key 0x01 value,
+    joined by 0x02: `filterlib.store.properties_text`), in one pass that finds 0x01/0x02, copies keys and values and
+    ORs the bytes to spot non-ASCII.
 
-    Returns (npairs, dup, hi, tags, keys, delay, uniq): the pair count after the region; dup when a key repeats
-    (found through bloom bits of the region's keys; the pairs are then half written and the caller redoes the
-    region with _props_general); hi, the OR of the bytes; the special keys' value spans, (-1, 0) when absent.
+    Returns (q, dup, hi, tags, keys, delay, uniq): the text's end; dup when a key repeats (found through bloom bits
+    of the region's keys, compared with the earlier keys' spans in txt kept in pairs; the row is then half written
+    and the caller redoes it with _props_general); hi, the OR of the bytes; the special keys' value spans, (-1, 0)
+    when absent.
     """
     tags = keys = delay = uniq = (np.int64(-1), np.int64(0))
-    np_row = npairs
+    npairs = 0
     lim = np.uint64(a + n)
-    ukq = np.uint64(key_off[npairs])
-    uvq = np.uint64(val_off[npairs])
+    q = np.uint64(q)
     hi = 0
     seen = np.uint64(0)  # bloom bits of this region's keys: only a possible repeat is compared
     dup = False
     i = np.uint64(a)
     while i < lim:
         ks = i
-        kq_item = ukq
+        q_item = q
+        if npairs > 0:
+            txt[q] = 2
+            q += _U1
+        kq = q
         c = b[i]
         while i < lim:
             c = b[i]
             if c == 1 or c == 2:
                 break
             hi |= c
-            key_data[ukq] = c
-            ukq += _U1
+            txt[q] = c
+            q += _U1
             i += _U1
         if i == lim:
-            ukq = kq_item
+            q = q_item
             break
         if c == 2 or i == ks:
-            ukq = kq_item
+            q = q_item
             while i < lim and b[i] != 2:
                 hi |= b[i]
                 i += _U1
             i += _U1
             continue
         kl = np.int64(i - ks)
+        txt[q] = 1
+        q += _U1
         i += _U1
         vs = i
         while i < lim:
@@ -698,74 +702,71 @@ def _props_one_pass(b, a, n, key_off, key_data, val_off, val_data, npairs):
             if c == 2:
                 break
             hi |= c
-            val_data[uvq] = c
-            uvq += _U1
+            txt[q] = c
+            q += _U1
             i += _U1
         vl = np.int64(i - vs)
         i += _U1
         if vl == 0:
-            ukq = kq_item
+            q = q_item
             continue
         ksi = np.int64(ks)
         bit = np.uint64(1) << np.uint64((kl * 7 + b[ksi] + 3 * b[ksi + kl - 1]) & 63)
         if seen & bit:
-            for k in range(np_row, npairs):
-                if key_off[k + 1] - key_off[k] == kl and _same2(key_data, np.int64(key_off[k]), b, ksi, kl):
+            for k in range(npairs):
+                if pairs[k, 1] == kl and _same2(txt, pairs[k, 0], b, ksi, kl):
                     dup = True
                     break
             if dup:
                 break
         seen |= bit
+        pairs[npairs, 0] = np.int64(kq)
+        pairs[npairs, 1] = kl
         npairs += 1
-        key_off[npairs] = ukq
-        val_off[npairs] = uvq
         tags, keys, delay, uniq = _note_special(b, ksi, kl, vs, vl, tags, keys, delay, uniq)
-    return npairs, dup, hi, tags, keys, delay, uniq
+    return np.int64(q), dup, hi, tags, keys, delay, uniq
 
 
 @njit(cache=True, inline="always")
-def _props_general(b, a, n, pairs, key_off, key_data, val_off, val_data, npairs):
-    """Append the pairs props_pairs finds in b[a:a+n] (a repeated key's later value replacing the first in place)
-    to the key/value columns from pair npairs on. Returns (npairs, tags, keys, delay, uniq) as _props_one_pass."""
+def _props_general(b, a, n, pairs, txt, q):
+    """Write the pairs props_pairs finds in b[a:a+n] (a repeated key's later value replacing the first in place)
+    to the properties text from q on. Returns (q, tags, keys, delay, uniq) as _props_one_pass."""
     tags = keys = delay = uniq = (np.int64(-1), np.int64(0))
-    kq = np.int64(key_off[npairs])
-    vq = np.int64(val_off[npairs])
     rp = props_pairs(b, a, n, pairs)
     for k in range(rp):
         ks = pairs[k, 0]
         kl = pairs[k, 1]
         vs = pairs[k, 2]
         vl = pairs[k, 3]
-        kq = _copy(b, ks, kl, key_data, kq)
-        key_off[npairs + 1] = kq
-        vq = _copy(b, vs, vl, val_data, vq)
-        val_off[npairs + 1] = vq
-        npairs += 1
+        if k > 0:
+            txt[q] = 2
+            q += 1
+        q = _copy(b, ks, kl, txt, q)
+        txt[q] = 1
+        q = _copy(b, vs, vl, txt, q + 1)
         tags, keys, delay, uniq = _note_special(b, ks, kl, vs, vl, tags, keys, delay, uniq)
-    return npairs, tags, keys, delay, uniq
+    return q, tags, keys, delay, uniq
 
 
 @njit(cache=True, inline="always")
-def _gather_props(b, a, n, pairs, map_off, key_off, key_data, val_off, val_data, row):
-    """Row `row` of the properties column from the region b[a:a+n] (5.x parse rules).
+def _gather_props(b, a, n, pairs, prop_off, prop_data, row):
+    """Row `row` of the properties text column from the region b[a:a+n] (5.x parse rules).
 
     Returns (slow, tags, keys, delay, uniq): slow when the region is not valid UTF-8 (Python decodes the row), and
     the value spans (start, length) of TAGS, KEYS, DELAY and UNIQ_KEY, (-1, 0) when absent.
     """
     tags = keys = delay = uniq = (np.int64(-1), np.int64(0))
-    npairs = np.int64(map_off[row])
+    q = np.int64(prop_off[row])
     slow = False
     if n > 0:
-        first = npairs
-        npairs, dup, hi, tags, keys, delay, uniq = _props_one_pass(b, a, n, key_off, key_data, val_off, val_data,
-                                                                   npairs)
+        first = q
+        q, dup, hi, tags, keys, delay, uniq = _props_one_pass(b, a, n, prop_data, q, pairs)
         if dup:  # a repeated key (rare): redo the row the general way
-            npairs, tags, keys, delay, uniq = _props_general(b, a, n, pairs, key_off, key_data, val_off, val_data,
-                                                             first)
+            q, tags, keys, delay, uniq = _props_general(b, a, n, pairs, prop_data, first)
             slow = not all_ascii(b, a, n) and not utf8_valid(b, a, n)
         elif hi >= 0x80:
             slow = not utf8_valid(b, a, n)
-    map_off[row + 1] = npairs
+    prop_off[row + 1] = q
     return slow, tags, keys, delay, uniq
 
 
@@ -897,14 +898,14 @@ def decode_batch(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab
     """Decode records from pos while they start before end into the caller's column buffers `out` (DecodeOut).
 
     A batch holds at most len(out.slow) rows and `avail` record bytes (a bigger first record still counts); every
-    string buffer holds `avail` bytes, host/msgid buffers 56 bytes a row, key/value offsets avail // 3 + rows + 1.
+    string buffer holds `avail` bytes, host/msgid buffers 56 bytes a row.
     Returns (status, stop_pos, rows). status: ST_RANGE_END (pos >= end), ST_BATCH_FULL, ST_BLANK / failure reason
     at stop_pos, ST_EOF (pos == file end) or ST_NEED_MORE (re-read from stop_pos). delay_ms[level] is the delay
     for a level (index 0 unused); len(delay_ms) - 1 = maxDelayLevel. Properties follow the 5.x parse rules.
     want_body: 0 copies no body, 1 every body, 2 only compressed ones (sysflag bit 0); fixed_i32[7] holds every
     row's body length either way.
     """
-    pairs = np.empty((10930, 4), dtype=np.int64)  # _props_general's scratch, room for any region's pairs
+    pairs = np.empty((10930, 4), dtype=np.int64)  # the properties stage's scratch, room for any region's pairs
     return _decode_rows(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab, delay_ms, want_body, avail,
                         out, pairs)
 
@@ -943,8 +944,7 @@ def _decode_rows(b, pos, end, buf_off, file_base, at_eof, file_size, checks, tab
             status = ST_BATCH_FULL
             break
         consumed += total
-        slow, tags, keys, delay, uniq = _gather_props(b, pos + po, pl, pairs, out.map_off, out.key_off, out.key_data,
-                                                      out.val_off, out.val_data, rows)
+        slow, tags, keys, delay, uniq = _gather_props(b, pos + po, pl, pairs, out.prop_off, out.prop_data, rows)
         topic_slow = _copy_topic(b, pos + to, tl, out.topic_off, out.topic_data, rows)
         st, tags_code, delay_slow = _tags_code(b, pos, sysflag, pos + to, tl, tags, delay, slow, delay_ms)
         if st != ST_OK:

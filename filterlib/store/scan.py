@@ -24,6 +24,7 @@ from filterlib.errors import StoreFormatError
 from filterlib.store import _kernels as K
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import REASONS, decode_record, is_mapped_file_name, parse_delay_levels
+from filterlib.store.properties_text import to_text
 
 if TYPE_CHECKING:
     from filterlib.brokerversion import RecoveryRules
@@ -47,7 +48,7 @@ SCHEMA = pa.schema([
     ("body", pa.binary()),
     ("body_size", pa.int32()),
     ("topic", pa.string()),
-    ("properties", pa.map_(pa.string(), pa.string())),
+    ("properties", pa.string()),
     ("tags", pa.string()),
     ("keys", pa.string()),
     ("uniq_key", pa.string()),
@@ -290,7 +291,6 @@ class _Columns:
         self.rows = rows = max(1, min(rows, avail // _MIN_RECORD + 1))
         self.avail = avail = max(avail, 1)
         self.want_body = want_body
-        npairs = avail // 3 + rows + 1
         self.bufs: dict[str, pa.Buffer] = {}
         self.fixed_i64 = self._take("fixed_i64", np.int64, 7 * rows).reshape(7, rows)
         self.fixed_i32 = self._take("fixed_i32", np.int32, 8 * rows).reshape(8, rows)
@@ -303,11 +303,8 @@ class _Columns:
         self.host_data = self._take("host_data", np.uint8, 2 * rows * 56).reshape(2, rows * 56)
         self.msgid_off = self._take("msgid_off", np.int32, rows + 1)
         self.msgid_data = self._take("msgid_data", np.uint8, rows * 56)
-        self.map_off = self._take("map_off", np.int32, rows + 1)
-        self.key_off = self._take("key_off", np.int32, npairs)
-        self.key_data = self._take("key_data", np.uint8, avail)
-        self.val_off = self._take("val_off", np.int32, npairs)
-        self.val_data = self._take("val_data", np.uint8, avail)
+        self.prop_off = self._take("prop_off", np.int32, rows + 1)
+        self.prop_data = self._take("prop_data", np.uint8, avail)
         self.spec_off = self._take("spec_off", np.int32, 3 * (rows + 1)).reshape(3, rows + 1)
         self.spec_valid = self._take("spec_valid", np.uint8, 3 * rows).reshape(3, rows)
         self.spec_data = self._take("spec_data", np.uint8, 3 * avail).reshape(3, avail)
@@ -320,8 +317,8 @@ class _Columns:
     def args(self) -> tuple:
         """The kernel's output arguments, in order."""
         return (self.fixed_i64, self.fixed_i32, self.slow, self.body_off, self.body_data, self.topic_off,
-                self.topic_data, self.host_off, self.host_data, self.msgid_off, self.msgid_data, self.map_off,
-                self.key_off, self.key_data, self.val_off, self.val_data, self.spec_off, self.spec_valid,
+                self.topic_data, self.host_off, self.host_data, self.msgid_off, self.msgid_data, self.prop_off,
+                self.prop_data, self.spec_off, self.spec_valid,
                 self.spec_data)
 
     def slice(self, name: str, start: int, nbytes: int) -> pa.Buffer:
@@ -360,11 +357,7 @@ class _Columns:
 
 def _build_batch(cols: _Columns, rows: int, mode: int) -> pa.RecordBatch:
     i64, i32 = pa.int64(), pa.int32()
-    npairs = int(cols.map_off[rows])
-    keys = cols.strings("key_off", "key_data", 0, npairs)
-    vals = cols.strings("val_off", "val_data", 0, npairs)
-    map_offsets = pa.Array.from_buffers(i32, rows + 1, [None, cols.slice("map_off", 0, (rows + 1) * 4)])
-    props = pa.MapArray.from_arrays(map_offsets, keys, vals)
+    props = cols.strings("prop_off", "prop_data", 0, rows)
     if mode == 1:
         body = cols.strings("body_off", "body_data", 0, rows, pa.binary())
     elif mode == 2 and np.any(cols.fixed_i32[5, :rows] & 1):
@@ -433,7 +426,7 @@ def _fix_slow(batch: pa.RecordBatch, slow: np.ndarray, buf: np.ndarray, rel0: in
             vals[idx] = [r.tags_code for r in recs]
             arrays[k] = pa.array(vals, type=col.type)
         elif n == "properties":
-            arrays[k] = _splice(col, idx, pa.array([list(r.properties.items()) for r in recs], type=col.type))
+            arrays[k] = _splice(col, idx, pa.array([to_text(r.properties) for r in recs], type=col.type))
         else:
             arrays[k] = _splice(col, idx, pa.array([getattr(r, n) for r in recs], type=col.type))
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA), cut, reason

@@ -1,0 +1,94 @@
+"""The messages table's properties text (filterlib.store.properties_text): the decode writes exactly the map the
+broker's parse gives, as text; Arrow, Python and Spark SQL's documented expression read it back as that map, and
+the filter engine reads it as it reads the map."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from filterlib.engine.columns import extract_properties
+from filterlib.store import commitlog as cl
+from filterlib.store.properties import parse_properties
+from filterlib.store.properties_text import MAP_TYPE, SQL_MAP, as_dict, from_text, map_column, text_column, to_text
+from filterlib.store.scan import decode_file
+
+# Keys and values as a client may send them: separators inside a value, non-ASCII, empty and repeated keys.
+_CHARS = st.sampled_from(["a", "b", "TAGS", "é", "日", "\x01", "\x02", "=", " ", "k1", "\U0001f600"])
+_TEXT = st.lists(_CHARS, max_size=5).map("".join)
+_RAW = st.lists(st.tuples(_TEXT, _TEXT), max_size=8)
+
+
+def _region(pairs: list[tuple[str, str]], trailing: bool) -> bytes:
+    """A PROPERTIES region as a client or broker may write it: pairs as given, separators not escaped."""
+    text = "".join(f"{k}\x01{v}\x02" for k, v in pairs)
+    return (text if trailing else text[:-1]).encode("utf-8")
+
+
+def _maps() -> st.SearchStrategy:
+    """Parsed maps: what the broker's parse can give (no empty or 0x01/0x02-holding key, no empty or 0x02 value)."""
+    key = _TEXT.filter(lambda k: k and "\x01" not in k and "\x02" not in k)
+    value = _TEXT.filter(lambda v: v and "\x02" not in v)
+    return st.dictionaries(key, value, max_size=6)
+
+
+@settings(deadline=None, max_examples=150)  # the first example compiles the decode kernel
+@given(_RAW, st.booleans())
+def test_the_decode_writes_the_broker_parse_as_text(tmp_path_factory, pairs, trailing) -> None:
+    """The kernel's text is the 5.x parse of the region written back: empty keys/values and short pieces dropped,
+    a repeated key's later value kept, values holding 0x01 intact; and it reads back as that map."""
+    region = _region(pairs, trailing)
+    path = os.path.join(tmp_path_factory.mktemp("cl"), cl.file_name(0))
+    data = b""
+    for i in range(3):
+        data += cl.encode_record(topic="T", properties=region, queue_offset=i, commit_log_offset=len(data))
+    with open(path, "wb") as f:
+        f.write(data + b"\0" * 4096)
+    batches, _ = decode_file(path)
+    texts = pa.Table.from_batches(batches).column("properties").to_pylist()
+    want = parse_properties(region)
+    assert texts == [to_text(want)] * 3
+    assert [as_dict(t) for t in texts] == [want] * 3
+    assert map_column(pa.array(texts)).to_pylist() == [list(want.items())] * 3
+
+
+@settings(deadline=None)  # first calls compile the kernels
+@given(st.lists(st.one_of(st.none(), _maps()), max_size=20))
+def test_map_and_text_columns_convert_both_ways(maps) -> None:
+    arr = pa.array([None if m is None else list(m.items()) for m in maps], type=MAP_TYPE)
+    text = text_column(arr)
+    assert text.to_pylist() == [to_text(m) for m in maps]
+    assert [from_text(t) for t in text.to_pylist()] == maps
+    assert map_column(text).equals(arr)
+    if len(maps) > 2:  # sliced arrays keep their rows
+        assert map_column(text.slice(1)).to_pylist() == arr.slice(1).to_pylist()
+        assert text_column(arr.slice(2)).to_pylist() == text.slice(2).to_pylist()
+
+
+@settings(deadline=None)
+@given(st.lists(_maps(), min_size=1, max_size=30), st.lists(st.sampled_from(["a", "b", "TAGS", "é", "zz"]),
+                                                            min_size=1, max_size=3))
+def test_the_engine_reads_the_text_as_the_map(maps, names) -> None:
+    arr = pa.array([list(m.items()) for m in maps], type=MAP_TYPE)
+    by_map, by_text = extract_properties(arr, names), extract_properties(text_column(arr), names)
+    for name in set(names):
+        a, b = by_map[name], by_text[name]
+        assert a.pylist() == b.pylist()
+        assert np.array_equal(a.codes, b.codes)
+        assert [a.pylist()[c] if c >= 0 else None for c in a.codes] == [m.get(name) for m in maps]
+
+
+def test_spark_sql_reads_the_text_as_the_map(spark) -> None:
+    """The documented expression (SQL_MAP; `str_to_map(...)['k']` for one key) gives each row's exact map."""
+    from pyspark.sql import functions as F
+
+    maps = [{}, {"a": "1"}, {"TAGS": "TagA", "x": "v\x01w", "é": "日本"}, {"k": "=", "a": "b c"}, None]
+    df = spark.createDataFrame([(to_text(m),) for m in maps], "properties string")
+    rows = df.select(F.expr(SQL_MAP).alias("m"),
+                     F.expr("str_to_map(properties, '\\u0002', '\\u0001')['a']").alias("a")).collect()
+    assert [None if r.m is None else dict(r.m) for r in rows] == maps
+    assert [r.a for r in rows] == [None, "1", None, "b c", None]
