@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from filterlib.store.properties_text import pairs_of, span_strings
+from filterlib.store.properties_text import span_strings
 
 MISSING = -1
 
@@ -65,80 +65,129 @@ def _rehash(hashes, count, cap):
     return table
 
 
+@njit(cache=True, inline="always")
+def _intern(j, va, vl, data, table, cap, total, g_hash, g_span, g_name, g_code, counts, reps):
+    """The code of value data[va:va+vl] of name j in that name's dictionary, added (first-seen order, its span kept
+    in reps) when new. Returns (code, table, cap, total): the table is rebuilt twice as large past half full."""
+    h = _FNV_OFFSET ^ np.uint64(j)
+    for t in range(vl):
+        h = (h ^ np.uint64(data[va + t])) * _FNV_PRIME
+    h ^= h >> np.uint64(33)
+    h *= _FMIX
+    h ^= h >> np.uint64(33)
+    slot = np.int64(h & np.uint64(cap - 1))
+    while True:
+        g = table[slot]
+        if g < 0:
+            code = counts[j]
+            counts[j] = code + 1
+            reps[j, code, 0] = va
+            reps[j, code, 1] = va + vl
+            g_hash[total] = h
+            g_span[total, 0] = va
+            g_span[total, 1] = vl
+            g_name[total] = j
+            g_code[total] = code
+            table[slot] = total
+            total += 1
+            if 2 * total > cap:
+                cap *= 2
+                table = _rehash(g_hash, total, cap)
+            return code, table, cap, total
+        if g_hash[g] == h and g_name[g] == j and g_span[g, 1] == vl and _same_bytes(data, g_span[g, 0], va, vl):
+            return g_code[g], table, cap, total
+        slot = (slot + 1) & (cap - 1)
+
+
+@njit(cache=True, inline="always")
+def _name_of(data, a, ln, name_offsets, name_data):
+    """The index of the wanted name equal to data[a:a+ln], or -1."""
+    for c in range(len(name_offsets) - 1):
+        b = name_offsets[c]
+        if name_offsets[c + 1] - b != ln:
+            continue
+        same = True
+        for t in range(ln):
+            if data[a + t] != name_data[b + t]:
+                same = False
+                break
+        if same:
+            return c
+    return -1
+
+
 @njit(cache=True)
-def _extract(map_offsets, key_start, key_end, key_data, val_start, val_end, val_data, val_valid, name_offsets,
-             name_data):
-    """One pass over the entries (entry e's key is key_data[key_start[e]:key_end[e]], its value likewise): for each
-    wanted name, per row the code of its (last) value in a dictionary built in first-seen order, and each dictionary
-    entry's representative entry. One hash table serves every name (the name is mixed into the hash); it starts
-    small and doubles, so it stays in cache while values are few."""
+def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_valid, name_offsets, name_data):
+    """One pass over the map entries: for each wanted name, per row the code of its (last) value in a dictionary
+    built in first-seen order, and each dictionary entry's value span. One hash table serves every name (the name
+    is mixed into the hash); it starts small and doubles, so it stays in cache while values are few."""
     n = len(map_offsets) - 1
     names = len(name_offsets) - 1
     codes = np.full((names, n), -1, dtype=np.int32)
     bound = n * names + 1
     g_hash = np.empty(bound, dtype=np.uint64)
-    g_rep = np.empty(bound, dtype=np.int64)
+    g_span = np.empty((bound, 2), dtype=np.int64)
     g_name = np.empty(bound, dtype=np.int32)
     g_code = np.empty(bound, dtype=np.int32)
-    reps = np.empty((names, n + 1), dtype=np.int64)
+    reps = np.empty((names, n + 1, 2), dtype=np.int64)
     counts = np.zeros(names, dtype=np.int64)
     total = 0
     cap = 1024
     table = np.full(cap, -1, dtype=np.int32)
     for row in range(n):
         for e in range(map_offsets[row], map_offsets[row + 1]):
-            a = key_start[e]
-            ln = key_end[e] - a
-            j = -1
-            for c in range(names):
-                b = name_offsets[c]
-                if name_offsets[c + 1] - b != ln:
-                    continue
-                same = True
-                for t in range(ln):
-                    if key_data[a + t] != name_data[b + t]:
-                        same = False
-                        break
-                if same:
-                    j = c
-                    break
+            a = key_offsets[e]
+            j = _name_of(key_data, a, key_offsets[e + 1] - a, name_offsets, name_data)
             if j < 0:
                 continue
             if not val_valid[e]:
                 codes[j, row] = -1
                 continue
-            va = val_start[e]
-            vl = val_end[e] - va
-            h = _FNV_OFFSET ^ np.uint64(j)
-            for t in range(vl):
-                h = (h ^ np.uint64(val_data[va + t])) * _FNV_PRIME
-            h ^= h >> np.uint64(33)
-            h *= _FMIX
-            h ^= h >> np.uint64(33)
-            slot = np.int64(h & np.uint64(cap - 1))
-            while True:
-                g = table[slot]
-                if g < 0:
-                    code = counts[j]
-                    counts[j] = code + 1
-                    reps[j, code] = e
-                    g_hash[total] = h
-                    g_rep[total] = e
-                    g_name[total] = j
-                    g_code[total] = code
-                    table[slot] = total
-                    total += 1
-                    if 2 * total > cap:
-                        cap *= 2
-                        table = _rehash(g_hash, total, cap)
-                    break
-                r = g_rep[g]
-                if g_hash[g] == h and g_name[g] == j and val_end[r] - val_start[r] == vl and \
-                        _same_bytes(val_data, val_start[r], va, vl):
-                    code = g_code[g]
-                    break
-                slot = (slot + 1) & (cap - 1)
+            va = val_offsets[e]
+            code, table, cap, total = _intern(j, va, val_offsets[e + 1] - va, val_data, table, cap, total, g_hash,
+                                              g_span, g_name, g_code, counts, reps)
             codes[j, row] = code
+    return codes, reps, counts
+
+
+@njit(cache=True)
+def _extract_text(off, data, row_valid, name_offsets, name_data):
+    """_extract over the properties text (`filterlib.store.properties_text`: key 0x01 value pairs joined by 0x02)
+    in one pass over its bytes: a pair's key is compared with the wanted names as soon as its 0x01 is found, and
+    only a wanted key's value is hashed. A piece without 0x01 or with an empty key or value is no pair, as in the
+    broker's parse."""
+    n = len(off) - 1
+    names = len(name_offsets) - 1
+    codes = np.full((names, n), -1, dtype=np.int32)
+    bound = n * names + 1
+    g_hash = np.empty(bound, dtype=np.uint64)
+    g_span = np.empty((bound, 2), dtype=np.int64)
+    g_name = np.empty(bound, dtype=np.int32)
+    g_code = np.empty(bound, dtype=np.int32)
+    reps = np.empty((names, n + 1, 2), dtype=np.int64)
+    counts = np.zeros(names, dtype=np.int64)
+    total = 0
+    cap = 1024
+    table = np.full(cap, -1, dtype=np.int32)
+    for row in range(n):
+        i = off[row]
+        end = off[row + 1] if row_valid[row] else i
+        while i < end:
+            s = i
+            while s < end and data[s] != 1 and data[s] != 2:
+                s += 1
+            if s == end or data[s] == 2:
+                i = s + 1
+                continue
+            j = _name_of(data, i, s - i, name_offsets, name_data) if s > i else -1
+            v = s + 1
+            while v < end and data[v] != 2:
+                v += 1
+            if j >= 0 and v > s + 1:
+                code, table, cap, total = _intern(j, s + 1, v - s - 1, data, table, cap, total, g_hash, g_span,
+                                                  g_name, g_code, counts, reps)
+                codes[j, row] = code
+            i = v + 1
     return codes, reps, counts
 
 
@@ -168,18 +217,18 @@ def extract_properties(props: pa.Array | pa.ChunkedArray, names: Iterable[str]) 
         if len(keys) == offsets[-1] - offsets[0]:
             offsets = offsets - offsets[0]
         key_offsets, key_data = _string_buffers(keys)
-        val_offsets, val_data = _string_buffers(items)
+        val_offsets, data = _string_buffers(items)
         valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
-        codes, reps, counts = _extract(offsets, key_offsets[:-1], key_offsets[1:], key_data, val_offsets[:-1],
-                                       val_offsets[1:], val_data, valid, name_offsets, name_data)
-        return {name: Column(codes[j], items.take(pa.array(reps[j, :counts[j]])))
-                for j, name in enumerate(names)}
-    if not pa.types.is_string(props.type):
+        codes, reps, counts = _extract(offsets, key_offsets, key_data, val_offsets, data, valid, name_offsets,
+                                       name_data)
+    elif pa.types.is_string(props.type) or pa.types.is_large_string(props.type):
+        props = props.cast(pa.string())
+        off, data = _string_buffers(props)
+        valid = np.ones(len(props), dtype=bool) if props.null_count == 0 else np.asarray(props.is_valid(), dtype=bool)
+        codes, reps, counts = _extract_text(off, data, valid, name_offsets, name_data)
+    else:
         raise TypeError(f"properties must be text or map<string, string>, got {props.type}")
-    rows, keys, values, data = pairs_of(props)
-    codes, reps, counts = _extract(rows, keys[:, 0], keys[:, 1], data, values[:, 0], values[:, 1], data,
-                                   np.ones(len(keys), dtype=bool), name_offsets, name_data)
-    return {name: Column(codes[j], span_strings(values[reps[j, :counts[j]]], data)) for j, name in enumerate(names)}
+    return {name: Column(codes[j], span_strings(reps[j, :counts[j]], data)) for j, name in enumerate(names)}
 
 
 def column_from_strings(values: pa.Array | pa.ChunkedArray) -> Column:
