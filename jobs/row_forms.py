@@ -1,6 +1,7 @@
 """Job 2's row forms, one call away: one row per decision (`pull_decisions`) and one row per delivered message
 (`delivered_messages`), with exactly the columns of `filterlib.tables.PULL_DECISIONS` / `DELIVERED_MESSAGES`,
-made from the stored compact tables (the decision matrix, decision_details, decision_codes, pulls, group_stats).
+made from the stored compact tables (the decision matrix, decision_details, decision_codes, pulls, group_stats);
+and job 1's messages with their properties as a map (`messages`: `properties['region']`).
 
 The matrix is exploded with Spark SQL functions only: each row meets the subscriptions of its topic (group_stats,
 broadcast), the subscription's byte is `substring(decisions, subscription_position + 1, 1)`, its code joins
@@ -70,6 +71,23 @@ def _read(spark: SparkSession, warehouse: str, table: str, dump_id: str | None) 
     if dump_id is not None:
         return read_dump(spark, warehouse, table, dump_id)
     return spark.read.format("delta").load(table_path(warehouse, table))
+
+
+def properties_as_map(messages: DataFrame) -> DataFrame:
+    """`messages` rows with `properties` as map<string,string>: the stored text turned back into its map
+    (`filterlib.store.properties_text.SQL_MAP`), or the map an older table holds, as it is."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+
+    if isinstance(messages.schema["properties"].dataType, MapType):
+        return messages
+    return messages.withColumn("properties", F.expr(SQL_MAP))
+
+
+def messages(spark: SparkSession, warehouse: str, dump_id: str | None = None) -> DataFrame:
+    """Job 1's messages of one dump (every dump's for None), their properties as a map: `properties['region']`
+    reads a property, whichever form the table stores."""
+    return properties_as_map(_read(spark, warehouse, "messages", dump_id))
 
 
 def explode(matrix: DataFrame, subscriptions: DataFrame, codes: DataFrame) -> DataFrame:
@@ -172,21 +190,18 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
     job 1 wrote it, else read from the dump (`store`, else the store job 1 recorded in the dumps table), else null
     (logged)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import MapType
 
     decided = pull_decisions(spark, warehouse, dump_id).where(F.col("outcome") == vocab.DELIVERED).select(
         "dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
         "pull_index", "member", "kept_by")
-    messages = _read(spark, warehouse, "messages", dump_id)
-    stored = F.col("body") if "body" in messages.columns else F.lit(None).cast("binary")
+    stored_messages = messages(spark, warehouse, dump_id)
+    stored = F.col("body") if "body" in stored_messages.columns else F.lit(None).cast("binary")
     length = F.length(stored).cast("int")
-    if "body_size" in messages.columns:  # job 1 without --bodies: the size stays, the bytes stay in the dump
+    if "body_size" in stored_messages.columns:  # job 1 without --bodies: the size stays, the bytes stay in the dump
         length = F.coalesce(length, F.col("body_size").cast("int"))
-    props = F.col("properties") if isinstance(messages.schema["properties"].dataType, MapType) else \
-        F.expr(SQL_MAP)  # the text form as the map it stands for
-    m = messages.select(
+    m = stored_messages.select(
         "dump_id", "commit_log_offset", F.col("topic").alias("message_topic"), "tags", "keys", "uniq_key",
-        "offset_msg_id", props.alias("properties"), stored.alias("stored_body"), length.alias("stored_body_size"),
+        "offset_msg_id", "properties", stored.alias("stored_body"), length.alias("stored_body_size"),
         "store_size", "sys_flag", "flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
         "reconsume_times")
     rows = decided.join(m, ["dump_id", "commit_log_offset"]).withColumn(

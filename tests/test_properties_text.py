@@ -92,3 +92,31 @@ def test_spark_sql_reads_the_text_as_the_map(spark) -> None:
                      F.expr("str_to_map(properties, '\\u0002', '\\u0001')['a']").alias("a")).collect()
     assert [None if r.m is None else dict(r.m) for r in rows] == maps
     assert [r.a for r in rows] == [None, "1", None, "b c", None]
+
+
+def test_job1_stores_text_that_row_forms_and_sql_read_as_the_map(spark, tmp_path) -> None:
+    """Job 1 on the demo dump: `messages.properties` is text; `row_forms.messages` gives each row's map, whose
+    TAGS and KEYS are the table's own tags and keys columns, and Spark SQL's one-key expression over the Delta table
+    reads the same values."""
+    from pathlib import Path
+
+    from jobs import build_queues, row_forms
+    from jobs.delta_io import table_path
+
+    demo = Path(__file__).resolve().parent.parent / "demo"
+    wh = str(tmp_path / "wh")
+    assert build_queues.main(["--store", str(demo / "dump"), "--broker-conf", str(demo / "broker.conf"),
+                              "--warehouse", wh, "--dump-id", "d1"], spark=spark) == 0
+    stored = spark.read.format("delta").load(table_path(wh, "messages"))
+    assert stored.schema["properties"].dataType.simpleString() == "string"
+    texts = {r.commit_log_offset: r.properties for r in stored.select("commit_log_offset", "properties").collect()}
+    rows = row_forms.messages(spark, wh, "d1").select("commit_log_offset", "properties", "tags", "keys").collect()
+    assert len(rows) == len(texts) > 100
+    for r in rows:
+        want = as_dict(texts[r.commit_log_offset])
+        assert dict(r.properties) == want
+        assert (want.get("TAGS"), want.get("KEYS")) == (r.tags, r.keys)
+    by_sql = spark.sql(f"SELECT commit_log_offset, str_to_map(properties, '\\u0002', '\\u0001')['TAGS'] AS t "
+                       f"FROM delta.`{table_path(wh, 'messages')}`").collect()
+    assert {r.commit_log_offset: r.t for r in by_sql} == {r.commit_log_offset: r.tags for r in rows}
+    assert any(r.tags for r in rows)

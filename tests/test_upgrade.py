@@ -9,9 +9,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from pyspark.sql.types import MapType
 
 from filterlib import tables
-from jobs import build_queues, upgrade
+from jobs import build_queues, row_forms, upgrade
 from jobs.delta_io import last_version, partition_columns, table_path
 from jobs.runs import read_dump
 
@@ -88,6 +89,11 @@ def test_after_the_upgrade_the_jobs_write_again_and_other_dumps_stay(spark, old_
     day2 = _rows(spark, old_wh, "messages", "day2")
     assert _job1(spark, old_wh, "day2") == 0
     assert _rows(spark, old_wh, "messages", "day2") == day2  # the same dump decoded again: the same rows
+    # that release's messages hold the properties as a map, and job 1 keeps writing the map there
+    assert isinstance(spark.read.format("delta").load(table_path(old_wh, "messages")).schema["properties"].dataType,
+                      MapType)
+    mapped = {r.commit_log_offset: dict(r.properties) for r in row_forms.messages(spark, old_wh, "day2").collect()}
+    assert mapped == {r["commit_log_offset"]: dict(r["properties"]) for r in day2}
     assert {t: _rows(spark, old_wh, t, "day1") for t in WRITTEN} == day1
     log = Path(old_wh) / "messages" / "_delta_log"
     newest = max(log.glob("*.json"), key=lambda p: int(p.stem))
