@@ -120,3 +120,23 @@ def test_job1_stores_text_that_row_forms_and_sql_read_as_the_map(spark, tmp_path
                        f"FROM delta.`{table_path(wh, 'messages')}`").collect()
     assert {r.commit_log_offset: r.t for r in by_sql} == {r.commit_log_offset: r.tags for r in rows}
     assert any(r.tags for r in rows)
+
+
+def test_a_nearly_unique_property_keeps_every_rows_value_and_answer() -> None:
+    """Past its first few thousand occurrences an order id stops being looked up (each value its own code): every
+    row still reads its own value, and a filter on it answers as the row interpreter does, repeats included."""
+    from filterlib import sql92
+    from filterlib.engine import Engine
+
+    ids = [f"o-{i}" for i in range(6000)] + [f"o-{i}" for i in range(0, 3000, 3)]
+    maps = [{"orderId": v, "region": "eu" if i % 3 else "us"} for i, v in enumerate(ids)]
+    for arr in (pa.array([list(m.items()) for m in maps], type=MAP_TYPE), pa.array([to_text(m) for m in maps])):
+        cols = extract_properties(arr, ["orderId", "region"])
+        order, region = cols["orderId"], cols["region"]
+        assert [order.pylist()[c] for c in order.codes] == ids
+        assert region.cardinality == 2 and [region.pylist()[c] for c in region.codes] == [m["region"] for m in maps]
+        exprs = ["orderId = 'o-9'", "orderId IN ('o-3', 'o-5999') AND region = 'eu'", "orderId <> 'o-1'"]
+        results = Engine([sql92.compile(e) for e in exprs]).evaluate(pa.record_batch({"properties": arr}))
+        for e, r in zip(exprs, results, strict=True):
+            want = [sql92.compile(e).evaluate(m) is True for m in maps]
+            assert r.matches.tolist() == want, e

@@ -1,7 +1,8 @@
 """The properties a set of filters names, pulled once per batch out of the map column into dictionary codes.
 
 A filter's answer depends only on the values of the properties it names, so each of those becomes one column:
-`codes` (int32 per row, -1 where the message has no such property) over `values` (the distinct strings).
+`codes` (int32 per row, -1 where the message has no such property) over `values` (the distinct strings; a property
+whose values are nearly all distinct, an order id, may repeat one: `_intern`).
 Java's HashMap keeps the last value of a repeated key, and so does this.
 """
 
@@ -29,11 +30,11 @@ class Column:
 
     @property
     def cardinality(self) -> int:
-        """Distinct present values."""
+        """Present values held (distinct, but for a nearly unique property: `_intern`)."""
         return len(self.values)
 
     def pylist(self) -> list[str]:
-        """The distinct values as Python strings (built once)."""
+        """The values as Python strings (built once)."""
         if self._pylist is None:
             self._pylist = self.values.to_pylist()
         return self._pylist
@@ -42,6 +43,8 @@ class Column:
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 _FMIX = np.uint64(0xFF51AFD7ED558CCD)
+_UNIQUE_AFTER = 4096
+"""Occurrences of a name after which _intern stops looking up a name whose values are nearly all distinct."""
 
 
 @njit(cache=True)
@@ -66,9 +69,20 @@ def _rehash(hashes, count, cap):
 
 
 @njit(cache=True, inline="always")
-def _intern(j, va, vl, data, table, cap, total, g_hash, g_span, g_name, g_code, counts, reps):
+def _intern(j, va, vl, data, table, cap, total, g_hash, g_span, g_name, g_code, counts, seen, reps):
     """The code of value data[va:va+vl] of name j in that name's dictionary, added (first-seen order, its span kept
-    in reps) when new. Returns (code, table, cap, total): the table is rebuilt twice as large past half full."""
+    in reps) when new. Returns (code, table, cap, total): the table is rebuilt twice as large past half full.
+
+    A name whose values have nearly all been new (an order id, a trace id: more than 15 in 16 of its first
+    _UNIQUE_AFTER) stops being looked up: each value gets a code of its own, so the dictionary may then repeat a
+    value, which costs its evaluation twice and changes no answer."""
+    seen[j] += 1
+    if seen[j] > _UNIQUE_AFTER and counts[j] * 16 > seen[j] * 15:
+        code = counts[j]
+        counts[j] = code + 1
+        reps[j, code, 0] = va
+        reps[j, code, 1] = va + vl
+        return code, table, cap, total
     h = _FNV_OFFSET ^ np.uint64(j)
     for t in range(vl):
         h = (h ^ np.uint64(data[va + t])) * _FNV_PRIME
@@ -131,6 +145,7 @@ def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_vali
     g_code = np.empty(bound, dtype=np.int32)
     reps = np.empty((names, n + 1, 2), dtype=np.int64)
     counts = np.zeros(names, dtype=np.int64)
+    seen = np.zeros(names, dtype=np.int64)
     total = 0
     cap = 1024
     table = np.full(cap, -1, dtype=np.int32)
@@ -145,7 +160,7 @@ def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_vali
                 continue
             va = val_offsets[e]
             code, table, cap, total = _intern(j, va, val_offsets[e + 1] - va, val_data, table, cap, total, g_hash,
-                                              g_span, g_name, g_code, counts, reps)
+                                              g_span, g_name, g_code, counts, seen, reps)
             codes[j, row] = code
     return codes, reps, counts
 
@@ -166,6 +181,7 @@ def _extract_text(off, data, row_valid, name_offsets, name_data):
     g_code = np.empty(bound, dtype=np.int32)
     reps = np.empty((names, n + 1, 2), dtype=np.int64)
     counts = np.zeros(names, dtype=np.int64)
+    seen = np.zeros(names, dtype=np.int64)
     total = 0
     cap = 1024
     table = np.full(cap, -1, dtype=np.int32)
@@ -185,7 +201,7 @@ def _extract_text(off, data, row_valid, name_offsets, name_data):
                 v += 1
             if j >= 0 and v > s + 1:
                 code, table, cap, total = _intern(j, s + 1, v - s - 1, data, table, cap, total, g_hash, g_span,
-                                                  g_name, g_code, counts, reps)
+                                                  g_name, g_code, counts, seen, reps)
                 codes[j, row] = code
             i = v + 1
     return codes, reps, counts
