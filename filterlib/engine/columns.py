@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from filterlib.store.properties_text import span_strings
+from filterlib.store.properties_text import map_buffers, span_strings
 
 MISSING = -1
 
@@ -114,6 +114,17 @@ def _intern(j, va, vl, data, table, cap, total, g_hash, g_span, g_name, g_code, 
 
 
 @njit(cache=True, inline="always")
+def _interner(n, names):
+    """_intern's state for n rows and that many names: per-row codes (-1: absent), the entries' hashes, spans,
+    names and codes, each dictionary's value spans, counts and occurrences, and an empty 1024-slot table."""
+    bound = n * names + 1
+    return (np.full((names, n), -1, dtype=np.int32), np.empty(bound, dtype=np.uint64),
+            np.empty((bound, 2), dtype=np.int64), np.empty(bound, dtype=np.int32), np.empty(bound, dtype=np.int32),
+            np.empty((names, n + 1, 2), dtype=np.int64), np.zeros(names, dtype=np.int64),
+            np.zeros(names, dtype=np.int64), np.full(1024, -1, dtype=np.int32))
+
+
+@njit(cache=True, inline="always")
 def _name_of(data, a, ln, name_offsets, name_data):
     """The index of the wanted name equal to data[a:a+ln], or -1."""
     for c in range(len(name_offsets) - 1):
@@ -137,18 +148,9 @@ def _extract(map_offsets, key_offsets, key_data, val_offsets, val_data, val_vali
     is mixed into the hash); it starts small and doubles, so it stays in cache while values are few."""
     n = len(map_offsets) - 1
     names = len(name_offsets) - 1
-    codes = np.full((names, n), -1, dtype=np.int32)
-    bound = n * names + 1
-    g_hash = np.empty(bound, dtype=np.uint64)
-    g_span = np.empty((bound, 2), dtype=np.int64)
-    g_name = np.empty(bound, dtype=np.int32)
-    g_code = np.empty(bound, dtype=np.int32)
-    reps = np.empty((names, n + 1, 2), dtype=np.int64)
-    counts = np.zeros(names, dtype=np.int64)
-    seen = np.zeros(names, dtype=np.int64)
+    codes, g_hash, g_span, g_name, g_code, reps, counts, seen, table = _interner(n, names)
     total = 0
-    cap = 1024
-    table = np.full(cap, -1, dtype=np.int32)
+    cap = len(table)
     for row in range(n):
         for e in range(map_offsets[row], map_offsets[row + 1]):
             a = key_offsets[e]
@@ -173,18 +175,9 @@ def _extract_text(off, data, row_valid, name_offsets, name_data):
     broker's parse."""
     n = len(off) - 1
     names = len(name_offsets) - 1
-    codes = np.full((names, n), -1, dtype=np.int32)
-    bound = n * names + 1
-    g_hash = np.empty(bound, dtype=np.uint64)
-    g_span = np.empty((bound, 2), dtype=np.int64)
-    g_name = np.empty(bound, dtype=np.int32)
-    g_code = np.empty(bound, dtype=np.int32)
-    reps = np.empty((names, n + 1, 2), dtype=np.int64)
-    counts = np.zeros(names, dtype=np.int64)
-    seen = np.zeros(names, dtype=np.int64)
+    codes, g_hash, g_span, g_name, g_code, reps, counts, seen, table = _interner(n, names)
     total = 0
-    cap = 1024
-    table = np.full(cap, -1, dtype=np.int32)
+    cap = len(table)
     for row in range(n):
         i = off[row]
         end = off[row + 1] if row_valid[row] else i
@@ -228,13 +221,7 @@ def extract_properties(props: pa.Array | pa.ChunkedArray, names: Iterable[str]) 
     name_offsets[1:] = np.cumsum([len(b) for b in encoded])
     name_data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     if pa.types.is_map(props.type):
-        offsets = np.asarray(props.offsets, dtype=np.int64)
-        keys, items = props.keys, props.items
-        if len(keys) == offsets[-1] - offsets[0]:
-            offsets = offsets - offsets[0]
-        key_offsets, key_data = _string_buffers(keys)
-        val_offsets, data = _string_buffers(items)
-        valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
+        offsets, key_offsets, key_data, val_offsets, data, valid = map_buffers(props)
         codes, reps, counts = _extract(offsets, key_offsets, key_data, val_offsets, data, valid, name_offsets,
                                        name_data)
     elif pa.types.is_string(props.type) or pa.types.is_large_string(props.type):

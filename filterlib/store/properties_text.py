@@ -61,6 +61,20 @@ def _strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
+def map_buffers(props: pa.MapArray) -> tuple[np.ndarray, ...]:
+    """A map column's buffers as numpy: (entry offsets per row, key offsets, key bytes, value offsets, value bytes,
+    value validity); row r's entries are [map_off[r], map_off[r + 1]), entry e's key key_data[key_off[e]:key_off[e +
+    1]]."""
+    map_off = np.asarray(props.offsets, dtype=np.int64)
+    keys, items = props.keys, props.items
+    if len(keys) == map_off[-1] - map_off[0]:
+        map_off = map_off - map_off[0]
+    key_off, key_data = _strings(keys)
+    val_off, val_data = _strings(items)
+    valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
+    return map_off, key_off, key_data, val_off, val_data, valid
+
+
 @njit(cache=True)
 def _to_text(map_off, key_off, key_data, val_off, val_data, val_valid, out_off, out_data):
     """Row r's entries [map_off[r], map_off[r + 1]) written as key 0x01 value pairs joined by 0x02 (null values
@@ -95,14 +109,8 @@ def text_column(props: pa.Array | pa.ChunkedArray) -> pa.Array:
     if pa.types.is_string(props.type):
         return props
     n = len(props)
-    map_off = np.asarray(props.offsets, dtype=np.int64)
-    keys, items = props.keys, props.items
-    if len(keys) == map_off[-1] - map_off[0]:
-        map_off = map_off - map_off[0]
-    key_off, key_data = _strings(keys)
-    val_off, val_data = _strings(items)
-    valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
-    size = int(key_off[-1] - key_off[0] + val_off[-1] - val_off[0] + 2 * len(keys))
+    map_off, key_off, key_data, val_off, val_data, valid = map_buffers(props)
+    size = int(key_off[-1] - key_off[0] + val_off[-1] - val_off[0] + 2 * (len(key_off) - 1))
     out_off = np.empty(n + 1, dtype=np.int32)
     out = pa.allocate_buffer(size)
     out_data = np.frombuffer(out, dtype=np.uint8)
