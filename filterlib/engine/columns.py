@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from filterlib.store.properties_text import map_buffers, span_strings
+from filterlib.store.properties_text import map_buffers, span_strings, string_buffers
 
 MISSING = -1
 
@@ -200,14 +200,6 @@ def _extract_text(off, data, row_valid, name_offsets, name_data):
     return codes, reps, counts
 
 
-def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, data) of a string array as numpy views; offsets index the data, one per element plus one."""
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
-    return offsets, data
-
-
 def extract_properties(props: pa.Array | pa.ChunkedArray, names: Iterable[str]) -> dict[str, Column]:
     """Columns of the named properties from a properties column: the text `messages` holds
     (`filterlib.store.properties_text`) or a map<string,string> (a null is a message without any)."""
@@ -226,7 +218,7 @@ def extract_properties(props: pa.Array | pa.ChunkedArray, names: Iterable[str]) 
                                        name_data)
     elif pa.types.is_string(props.type) or pa.types.is_large_string(props.type):
         props = props.cast(pa.string())
-        off, data = _string_buffers(props)
+        off, data = string_buffers(props)
         valid = np.ones(len(props), dtype=bool) if props.null_count == 0 else np.asarray(props.is_valid(), dtype=bool)
         codes, reps, counts = _extract_text(off, data, valid, name_offsets, name_data)
     else:

@@ -53,10 +53,11 @@ def as_dict(value: str | Mapping[str, str] | list | None) -> dict[str, str] | No
     return dict(value)
 
 
-def _strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets as int64 from 0, data) of a string array, whatever its slice offset."""
+def string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, data) of a string array as numpy views, whatever its slice offset: element i is
+    data[offsets[i]:offsets[i + 1]]."""
     bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
     return offsets, data
 
@@ -69,8 +70,8 @@ def map_buffers(props: pa.MapArray) -> tuple[np.ndarray, ...]:
     keys, items = props.keys, props.items
     if len(keys) == map_off[-1] - map_off[0]:
         map_off = map_off - map_off[0]
-    key_off, key_data = _strings(keys)
-    val_off, val_data = _strings(items)
+    key_off, key_data = string_buffers(keys)
+    val_off, val_data = string_buffers(items)
     valid = np.ones(len(items), dtype=bool) if items.null_count == 0 else np.asarray(items.is_valid(), dtype=bool)
     return map_off, key_off, key_data, val_off, val_data, valid
 
@@ -115,9 +116,7 @@ def text_column(props: pa.Array | pa.ChunkedArray) -> pa.Array:
     out = pa.allocate_buffer(size)
     out_data = np.frombuffer(out, dtype=np.uint8)
     _to_text(map_off, key_off, key_data, val_off, val_data, valid, out_off, out_data)
-    mask = props.buffers()[0] if props.null_count else None
-    if mask is not None and props.offset:
-        mask = pa.array(np.asarray(props.is_valid(), dtype=bool)).buffers()[1]
+    mask = props.is_valid().buffers()[1] if props.null_count else None  # a bitmap from bit 0, slice or not
     return pa.Array.from_buffers(pa.string(), n, [mask, pa.py_buffer(out_off), out.slice(0, int(out_off[n]))],
                                  null_count=props.null_count)
 
@@ -185,7 +184,7 @@ def pairs_of(props: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     data[keys[e, 0]:keys[e, 1]] and its value likewise; a null text has none."""
     if pa.types.is_large_string(props.type):
         props = props.cast(pa.string())
-    off, data = _strings(props)
+    off, data = string_buffers(props)
     total = int(off[-1] - off[0]) // 3 + len(props) + 1  # a pair takes 3 bytes at least (np.empty: only the pages
     # written are faulted in)
     rows = np.empty(len(props) + 1, dtype=np.int32)
