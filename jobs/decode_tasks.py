@@ -44,7 +44,7 @@ from filterlib.store.properties_text import MAP_TYPE, map_column
 from filterlib.store.scan import COMPRESSED_ONLY, RangeScan, ScanOptions, SplitReport
 from filterlib.store.storedir import StoreDir
 from filterlib.tables import CONSUME_QUEUE, MESSAGES
-from jobs.delta_files import FileTarget, write_part
+from jobs.delta_files import FileTarget, key_summary, write_part
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, anchor long"
 MESSAGES_SCHEMA = MESSAGES.arrow(drop=("dump_id",))
@@ -276,7 +276,8 @@ def write_units(ctx: TaskContext, held: list[pa.RecordBatch], out: SplitOutput) 
     out.bitmaps = units.num_rows - units.column("filter_bitmap").null_count
     keys = units.group_by(["topic", "queue_id"]).aggregate([]) if units.num_rows else None
     out.queues = [[k["topic"], k["queue_id"]] for k in keys.to_pylist()] if keys is not None else []
-    out.queue_part = write_part(ctx.queue, units, QUEUE_TABLE, QUEUE_STATS, ctx.compression, QUEUE_WRITER)
+    out.queue_part = write_part(ctx.queue, units, QUEUE_TABLE, QUEUE_STATS, ctx.compression, QUEUE_WRITER,
+                                key_summary(units, QUEUE_KEY[:2], ("queue_offset", "commit_log_offset")))
 
 
 @dataclasses.dataclass(frozen=True)

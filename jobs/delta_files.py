@@ -210,33 +210,67 @@ def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str, ve
     return df, FileSource(paths, loc.kind, loc.s3)
 
 
-def _row_groups(source: FileSource, columns: Sequence[str], keys: int
-                ) -> Iterable[tuple[tuple | None, list, Callable[[], pa.Table]]]:
-    """Each non-empty row group of the source's files: (its one key, the first `keys` columns' value, where its
-    statistics show it holds one; else None), the statistics of `columns`, and a reader of those columns' rows. A
-    row group's string statistics equal at min and max are exact (a truncated max is never its min)."""
+KEY_SUMMARY = b"rmq.key_summary"
+"""The footer metadata key of a file's key summary (`key_summary`)."""
+
+
+def key_summary(table: pa.Table, keys: Sequence[str], columns: Sequence[str]) -> dict[bytes, bytes]:
+    """Footer metadata for a file of `table`'s rows: per key (the values of `keys`), its row count and each of
+    `columns`' min, max and non-null count. Readers of bounds per key (`key_ranges`, `least_since`) answer from it
+    without reading a row group, where rows of several keys share row groups (job 1 writes units in commit log
+    order: a sort would cost more than it saves)."""
+    agg = table.group_by(list(keys)).aggregate(
+        [([], "count_all"), *[(c, f) for c in columns for f in ("min", "max", "count")]])
+    rows = [[*(r[k] for k in keys), r["count_all"], *(r[f"{c}_{f}"] for c in columns for f in ("min", "max", "count"))]
+            for r in agg.to_pylist()]
+    return {KEY_SUMMARY: json.dumps({"keys": list(keys), "columns": list(columns), "rows": rows}).encode()}
+
+
+def _summary(pf: pq.ParquetFile, keys: Sequence[str], columns: Sequence[str]
+             ) -> dict[tuple, tuple[int, list[tuple[Any, Any, int]]]] | None:
+    """A file's key summary as {key: (rows, [(min, max, non-null count) of each of `columns`])}; None where the
+    file has none for these keys and columns."""
+    raw = (pf.metadata.metadata or {}).get(KEY_SUMMARY)
+    if raw is None:
+        return None
+    doc = json.loads(raw)
+    if doc["keys"] != list(keys) or not set(columns) <= set(doc["columns"]):
+        return None
+    at = [3 * doc["columns"].index(c) for c in columns]
+    n = len(keys)
+    return {tuple(r[:n]): (r[n], [tuple(r[n + 1 + i:n + 4 + i]) for i in at]) for r in doc["rows"]}
+
+
+def _files(source: FileSource) -> Iterable[pq.ParquetFile]:
+    """Each of the source's files, open while the caller reads it."""
     fs = source.filesystem()
     for path in source.paths:
         with fs.open_input_file(path) as f:
-            pf = pq.ParquetFile(f)
-            meta = pf.metadata
-            index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
-            for g in range(meta.num_row_groups):
-                group = meta.row_group(g)
-                if not group.num_rows:
-                    continue
-                stats = [group.column(index[c]).statistics if c in index else None for c in columns]
-                known = all(st is not None and st.has_min_max and st.has_null_count and st.null_count == 0
-                            for st in stats)
-                one = tuple(st.min for st in stats[:keys]) if known and all(
-                    st.min == st.max for st in stats[:keys]) else None
-                yield one, stats if known else [], lambda pf=pf, g=g: pf.read_row_group(g, columns=list(columns))
+            yield pq.ParquetFile(f)
+
+
+def _row_groups(pf: pq.ParquetFile, columns: Sequence[str], keys: int
+                ) -> Iterable[tuple[tuple | None, list, Callable[[], pa.Table]]]:
+    """Each non-empty row group of a file: (its one key, the first `keys` columns' value, where its statistics
+    show it holds one; else None), the statistics of `columns`, and a reader of those columns' rows. A row group's
+    string statistics equal at min and max are exact (a truncated max is never its min)."""
+    meta = pf.metadata
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        if not group.num_rows:
+            continue
+        stats = [group.column(index[c]).statistics if c in index else None for c in columns]
+        known = all(st is not None and st.has_min_max and st.has_null_count and st.null_count == 0 for st in stats)
+        one = tuple(st.min for st in stats[:keys]) if known and all(
+            st.min == st.max for st in stats[:keys]) else None
+        yield one, stats if known else [], lambda pf=pf, g=g: pf.read_row_group(g, columns=list(columns))
 
 
 def key_ranges(source: FileSource, keys: Sequence[str], value: str) -> dict[tuple, tuple[Any, Any]]:
     """{key (the values of `keys`): (min, max) of `value`} over the source's rows (nulls ignored, as SQL's min and
-    max): from a row group's statistics where they show it holds one key, else from its rows, those columns read
-    alone."""
+    max): from a file's key summary where it has one, else from a row group's statistics where they show it holds
+    one key, else from its rows, those columns read alone."""
     out: dict[tuple, tuple[Any, Any]] = {}
 
     def fold(key: tuple, lo: Any, hi: Any) -> None:
@@ -244,40 +278,83 @@ def key_ranges(source: FileSource, keys: Sequence[str], value: str) -> dict[tupl
             had = out.get(key)
             out[key] = (lo, hi) if had is None else (min(had[0], lo), max(had[1], hi))
 
-    for one, stats, rows in _row_groups(source, [*keys, value], len(keys)):
-        if one is not None:
-            fold(one, stats[-1].min, stats[-1].max)
+    for pf in _files(source):
+        summary = _summary(pf, keys, [value])
+        if summary is not None:
+            for key, (_, [(lo, hi, _)]) in summary.items():
+                fold(key, lo, hi)
             continue
-        for r in rows().group_by(list(keys)).aggregate([(value, "min"), (value, "max")]).to_pylist():
-            fold(tuple(r[k] for k in keys), r[f"{value}_min"], r[f"{value}_max"])
+        for one, stats, rows in _row_groups(pf, [*keys, value], len(keys)):
+            if one is not None:
+                fold(one, stats[-1].min, stats[-1].max)
+                continue
+            for r in rows().group_by(list(keys)).aggregate([(value, "min"), (value, "max")]).to_pylist():
+                fold(tuple(r[k] for k in keys), r[f"{value}_min"], r[f"{value}_max"])
     return out
+
+
+def _least_of_summary(summary: dict, starts: Mapping[tuple, int | None]) -> tuple[bool, Any]:
+    """least_since over one file from its key summary: (answered, the least or None). Not answered where a key's
+    start falls inside its offsets there, or its `at` has nulls (their rows' order is not in the summary)."""
+    least = None
+    for key, (rows, [(at_lo, at_hi, at_n), (v_lo, _, _)]) in summary.items():
+        if key not in starts:
+            continue
+        start = starts[key]
+        if start is not None and (at_hi is None or at_hi < start) and at_n == rows:
+            continue
+        if start is not None and (at_n != rows or at_lo < start):
+            return False, None
+        if v_lo is not None:
+            least = v_lo if least is None else min(least, v_lo)
+    return True, least
 
 
 def least_since(source: FileSource, keys: Sequence[str], at: str, starts: Mapping[tuple, int | None],
                 value: str) -> Any:
     """The least `value` over the rows of the keys in `starts` whose `at` is at least the key's start (None: every
-    row of the key); None when there is none. Row groups are read only where their statistics leave it open."""
+    row of the key); None when there is none. A file's key summary answers where it can; row groups are read only
+    where their statistics leave it open."""
     least = None
-    for one, stats, rows in _row_groups(source, [*keys, at, value], len(keys)):
-        if one is not None:
-            if one not in starts:
-                continue
-            start = starts[one]
-            if start is not None and stats[-2].max < start:
-                continue
-            if start is None or stats[-2].min >= start:
-                least = stats[-1].min if least is None else min(least, stats[-1].min)
-                continue
-        t = rows()
-        begins = pa.table({**{k: pa.array([key[i] for key in starts], t.schema.field(k).type)
-                              for i, k in enumerate(keys)},
-                           "_start": pa.array(list(starts.values()), t.schema.field(at).type)})
-        t = t.join(begins, list(keys), join_type="inner")
-        held = pc.or_kleene(pc.is_null(t["_start"]), pc.greater_equal(t[at], t["_start"]))
-        found = pc.min(pc.filter(t[value], held)).as_py()
+
+    def fold(found: Any) -> None:
+        nonlocal least
         if found is not None:
             least = found if least is None else min(least, found)
+
+    for pf in _files(source):
+        summary = _summary(pf, keys, [at, value])
+        if summary is not None:
+            answered, found = _least_of_summary(summary, starts)
+            if answered:
+                fold(found)
+                continue
+        for one, stats, rows in _row_groups(pf, [*keys, at, value], len(keys)):
+            if one is not None:
+                if one not in starts:
+                    continue
+                start = starts[one]
+                if start is not None and stats[-2].max < start:
+                    continue
+                if start is None or stats[-2].min >= start:
+                    fold(stats[-1].min)
+                    continue
+            t = rows()
+            begins = pa.table({**{k: pa.array([key[i] for key in starts], t.schema.field(k).type)
+                                  for i, k in enumerate(keys)},
+                               "_start": pa.array(list(starts.values()), t.schema.field(at).type)})
+            t = t.join(begins, list(keys), join_type="inner")
+            held = pc.or_kleene(pc.is_null(t["_start"]), pc.greater_equal(t[at], t["_start"]))
+            fold(pc.min(pc.filter(t[value], held)).as_py())
     return least
+
+
+def reaching(source: FileSource, column: str, low: Any) -> FileSource:
+    """The source's files that may hold a row whose `column` is at least `low`, by their row groups' statistics (a
+    row group without them may): a reader of the rows from `low` on opens no task for the others."""
+    keep = [path for path, pf in zip(source.paths, _files(source), strict=True)
+            if any(not stats or stats[0].max >= low for _, stats, _ in _row_groups(pf, [column], 0))]
+    return FileSource(tuple(keep), source.kind, source.s3)
 
 
 def _scalar(v: Any) -> Any:
@@ -365,9 +442,10 @@ def _without_partition(options: dict[str, Any] | None) -> dict[str, Any]:
 
 def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch], schema: pa.Schema,
                stats_columns: Sequence[str] = (), compression: str = "snappy",
-               options: dict[str, Any] | None = None) -> dict | None:
+               options: dict[str, Any] | None = None, metadata: dict[bytes, bytes] | None = None) -> dict | None:
     """In a task: write one Parquet file (pyarrow, `compression`: snappy unless told; `options`: more
-    pq.ParquetWriter arguments, e.g. which columns get dictionaries and statistics) under the dump's partition
+    pq.ParquetWriter arguments, e.g. which columns get dictionaries and statistics; `metadata`: the footer's
+    key-value metadata, e.g. a `key_summary`) under the dump's partition
     directory with a unique name; return a plain dict describing it (path relative to the table, size,
     modification time, row count, Delta stats JSON with min/max/nullCount of stats_columns), or None when there
     were no rows. `schema` is the table's; the partition column (dump_id) is not written (the batches need not
@@ -389,7 +467,8 @@ def write_part(target: FileTarget, batches: pa.Table | Iterable[pa.RecordBatch],
             if writer is None:
                 if target.kind == "local":
                     os.makedirs(os.path.dirname(path), exist_ok=True)
-                writer = pq.ParquetWriter(path, file_schema, filesystem=fs,  # the writer closes its stream
+                writer = pq.ParquetWriter(path, file_schema.with_metadata(metadata) if metadata else file_schema,
+                                          filesystem=fs,  # the writer closes its stream
                                           compression=compression, **_without_partition(options))
             writer.write_batch(batch)
             stats.add(batch)

@@ -89,6 +89,7 @@ from jobs.delta_files import (
     key_ranges,
     least_since,
     parquet_codec,
+    reaching,
     replace_rows,
 )
 from jobs.delta_io import append_dump, replace_dump, table_path
@@ -515,12 +516,15 @@ def _message_files(messages: DataFrame, body_checks: DataFrame | None, source: F
     from pyspark.sql import functions as F
 
     low = None
+    source = source if body_checks is None else None
     if carried is not None:
         found = least if least is not None else units.agg(F.min("commit_log_offset")).first()[0]
         if found is not None:
             low = int(found)
             messages = messages.where(F.col("commit_log_offset") >= low)
-    return MessageFiles(messages, source if body_checks is None else None, low)
+            if source is not None:
+                source = reaching(source, "commit_log_offset", low)
+    return MessageFiles(messages, source, low)
 
 
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary,

@@ -183,8 +183,6 @@ def test_key_ranges_and_least_since_equal_a_scan_of_every_row(tmp_path):
     queue (statistics), several (its rows read), or has no statistics at all."""
     import random
 
-    import pyarrow.parquet as pq
-
     from jobs.delta_files import FileSource, key_ranges, least_since
 
     rng = random.Random(7)
@@ -195,25 +193,72 @@ def test_key_ranges_and_least_since_equal_a_scan_of_every_row(tmp_path):
             first = rng.randrange(0, 100)
             rows += [(topic, queue, first + i, rng.randrange(0, 1 << 40)) for i in range(n)]
     rows.sort()
-    paths = []
+    keys = ("topic", "queue_id")
+    plain, summed = [], []
     for i, (lo, hi, group, stats) in enumerate(((0, 60, 7, True), (60, len(rows) - 30, 25, True),
                                                 (len(rows) - 30, len(rows), 10, False))):
-        part = rows[lo:hi]
-        table = pa.table({"topic": [r[0] for r in part], "queue_id": pa.array([r[1] for r in part], pa.int32()),
-                          "queue_offset": [r[2] for r in part], "commit_log_offset": [r[3] for r in part]})
-        path = str(tmp_path / f"part-{i}.parquet")
-        pq.write_table(table, path, row_group_size=group, write_statistics=stats)
-        paths.append(path)
-    source = FileSource(tuple(paths))
-    keys = ("topic", "queue_id")
+        plain.append(_units_file(tmp_path / f"part-{i}.parquet", rows[lo:hi], group, stats))
+        # as job 1 writes them: in commit log order (queues share row groups), a key summary in the footer
+        summed.append(_units_file(tmp_path / f"summed-{i}.parquet", sorted(rows[lo:hi], key=lambda r: r[3]), 4,
+                                  stats, summary=True))
+    sources = [FileSource(tuple(plain)), FileSource(tuple(summed)), FileSource((plain[0], summed[1], plain[2]))]
     expected: dict = {}
     for t, q, off, _ in rows:
         lo, hi = expected.get((t, q), (off, off))
         expected[(t, q)] = (min(lo, off), max(hi, off))
-    assert key_ranges(source, keys, "queue_offset") == expected
+    for source in sources:
+        assert key_ranges(source, keys, "queue_offset") == expected
     for trial in range(20):
         starts = {k: (None if rng.random() < 0.3 else rng.randrange(lo - 5, hi + 5))
                   for k, (lo, hi) in expected.items() if rng.random() < 0.6}
         want = min((c for t, q, off, c in rows if (t, q) in starts
                     and (starts[(t, q)] is None or off >= starts[(t, q)])), default=None)
-        assert least_since(source, keys, "queue_offset", starts, "commit_log_offset") == want, (trial, starts)
+        for source in sources:
+            assert least_since(source, keys, "queue_offset", starts, "commit_log_offset") == want, (trial, starts)
+
+
+def _units_file(path, rows: list, group: int, stats: bool, summary: bool = False) -> str:
+    """(topic, queue_id, queue_offset, commit_log_offset) rows as a Parquet file of `group`-row row groups, with
+    job 1's key summary in its footer when `summary`."""
+    import pyarrow.parquet as pq
+
+    from jobs.delta_files import key_summary
+
+    table = pa.table({"topic": [r[0] for r in rows], "queue_id": pa.array([r[1] for r in rows], pa.int32()),
+                      "queue_offset": pa.array([r[2] for r in rows], pa.int64()),
+                      "commit_log_offset": [r[3] for r in rows]})
+    if summary:
+        table = table.replace_schema_metadata(key_summary(table, ("topic", "queue_id"),
+                                                          ("queue_offset", "commit_log_offset")))
+    pq.write_table(table, str(path), row_group_size=group, write_statistics=stats)
+    return str(path)
+
+
+def test_a_key_summary_answers_for_its_file_and_declines_what_it_cannot_tell(tmp_path):
+    """The footer's key summary is what the bounds are read from (a summary that differs from the rows is what
+    they say), and where a queue's start falls inside its offsets, or its offsets have nulls, the rows answer."""
+    import pyarrow.parquet as pq
+
+    from jobs.delta_files import FileSource, key_ranges, key_summary, least_since
+
+    keys, cols = ("topic", "queue_id"), ("queue_offset", "commit_log_offset")
+    rows = [("T", 0, 10, 500), ("T", 1, 3, 510), ("T", 0, 11, 520), ("T", 1, 4, 530), ("T", 0, 12, 540)]
+    path = _units_file(tmp_path / "u.parquet", rows, 2, True)
+    told = pa.table({"topic": ["T"], "queue_id": pa.array([0], pa.int32()), "queue_offset": pa.array([7], pa.int64()),
+                     "commit_log_offset": [1]})
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata(key_summary(told, keys, cols)), str(tmp_path / "told.parquet"))
+    source = FileSource((str(tmp_path / "told.parquet"),))
+    assert key_ranges(source, keys, "queue_offset") == {("T", 0): (7, 7)}
+    assert least_since(source, keys, "queue_offset", {("T", 0): 5}, "commit_log_offset") == 1
+    # the true summary: inside a queue's offsets the rows answer; null offsets are no row at or after a start
+    summed = FileSource((_units_file(tmp_path / "s.parquet", rows, 2, True, summary=True),))
+    assert key_ranges(summed, keys, "queue_offset") == {("T", 0): (10, 12), ("T", 1): (3, 4)}
+    assert least_since(summed, keys, "queue_offset", {("T", 0): 11, ("T", 1): 5}, "commit_log_offset") == 520
+    assert least_since(summed, keys, "queue_offset", {("T", 0): 13, ("T", 1): 3}, "commit_log_offset") == 510
+    with_null = pa.table({"topic": ["T", "T"], "queue_id": pa.array([0, 0], pa.int32()),
+                          "queue_offset": pa.array([None, 20], pa.int64()), "commit_log_offset": [1, 2]})
+    pq.write_table(with_null.replace_schema_metadata(key_summary(with_null, keys, cols)), str(tmp_path / "n.parquet"))
+    nulls = FileSource((str(tmp_path / "n.parquet"),))
+    assert least_since(nulls, keys, "queue_offset", {("T", 0): 0}, "commit_log_offset") == 2
+    assert least_since(nulls, keys, "queue_offset", {("T", 0): None}, "commit_log_offset") == 1
