@@ -82,7 +82,7 @@ from jobs.decode_tasks import (
     export_queues,
     parse_report,
 )
-from jobs.delta_files import FileTarget, column_type, commit_dump, file_target, parquet_codec, replace_rows
+from jobs.delta_files import FileTarget, commit_dump, file_target, map_properties, parquet_codec, replace_rows
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.history import Held
@@ -650,7 +650,7 @@ def _context(spark: SparkSession, inputs: Inputs, reg: RegistryLoad, summary: Su
                        conf.enableCalcFilterBitMap, registry_spec(reg.registry), conf.enableMultiDispatch,
                        conf.enableLmq, inputs.bodies, target, _queue_target(spark, inputs, target),
                        parquet_codec(spark), recovery,
-                       isinstance(column_type(spark, inputs.warehouse, "messages", "properties"), dict))
+                       map_properties(spark, inputs.warehouse))
 
 
 @dataclass

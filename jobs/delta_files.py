@@ -181,6 +181,12 @@ def column_type(spark: SparkSession, warehouse: str, table: str, column: str) ->
     return next((f["type"] for f in fields if f["name"] == column), None)
 
 
+def map_properties(spark: SparkSession, warehouse: str) -> bool:
+    """Whether the warehouse's messages table holds the properties as a map (written before they were text; job 1
+    keeps writing the map there until `jobs.upgrade` converts it)."""
+    return isinstance(column_type(spark, warehouse, "messages", "properties"), dict)
+
+
 def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int,
                only: Collection[str] | None = None) -> tuple[DataFrame, FileSource] | None:
     """One dump's rows of `table` at `version` (the rows `jobs.runs.read_dump` reads), read by Spark's Parquet

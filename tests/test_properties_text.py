@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 from filterlib.engine.columns import extract_properties
 from filterlib.store import commitlog as cl
 from filterlib.store.properties import parse_properties
-from filterlib.store.properties_text import MAP_TYPE, SQL_MAP, as_dict, from_text, map_column, text_column, to_text
+from filterlib.store.properties_text import (
+    MAP_TYPE,
+    SQL_MAP,
+    SQL_TEXT,
+    as_dict,
+    from_text,
+    map_column,
+    text_column,
+    to_text,
+)
 from filterlib.store.scan import decode_file
 
 # Keys and values as a client may send them: separators inside a value, non-ASCII, empty and repeated keys.
@@ -92,6 +101,12 @@ def test_spark_sql_reads_the_text_as_the_map(spark) -> None:
                      F.expr("str_to_map(properties, '\\u0002', '\\u0001')['a']").alias("a")).collect()
     assert [None if r.m is None else dict(r.m) for r in rows] == maps
     assert [r.a for r in rows] == [None, "1", None, "b c", None]
+    # and back: an older table's map as the text (SQL_TEXT, what jobs.upgrade writes) is to_text of it, in order
+    as_map = df.select(F.expr(SQL_MAP).alias("properties"))
+    assert [r.t for r in as_map.select(F.expr(SQL_TEXT).alias("t")).collect()] == [to_text(m) for m in maps]
+    nulls = spark.createDataFrame([({"a": "1", "n": None, "z": "2"},)], "properties map<string,string>")
+    assert nulls.select(F.expr(SQL_TEXT).alias("t")).first().t == to_text({"a": "1", "n": None, "z": "2"}) == (
+        "a\x011\x02z\x012")
 
 
 def test_job1_stores_text_that_row_forms_and_sql_read_as_the_map(spark, tmp_path) -> None:

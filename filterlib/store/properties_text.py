@@ -24,6 +24,10 @@ MAP_TYPE = pa.map_(pa.string(), pa.string())
 SQL_MAP = "if(properties = '', map(), str_to_map(properties, '\\u0002', '\\u0001'))"
 """The Spark SQL expression of a messages row's properties as map<string,string> (`properties['region']` is then
 `str_to_map(properties, '\\u0002', '\\u0001')['region']`)."""
+SQL_TEXT = ("array_join(transform(filter(map_entries(properties), e -> e.value IS NOT NULL), "
+            "e -> concat(e.key, '\\u0001', e.value)), '\\u0002')")
+"""The Spark SQL expression of a map-typed properties column (a table written before the text form) as the text:
+`to_text` of the map, in its order; a null map stays null (`jobs.upgrade` converts an older messages table)."""
 
 
 def to_text(props: Mapping[str, str | None] | None) -> str | None:
