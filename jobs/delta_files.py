@@ -763,6 +763,27 @@ def dump_records(spark: SparkSession, warehouse: str, table: str, dump_id: str, 
     return total
 
 
+def stats_max(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int, column: str
+              ) -> tuple[bool, Any]:
+    """(known, the largest value of a numeric `column`) over one dump's rows at a version, from the file statistics
+    the log holds (maxValues; a number's is exact), no file read: None when it holds no value. Not known where the
+    log cannot answer exactly or a file's statistics do not give it: read the rows then."""
+    part = partition_files(spark, table_path(warehouse, table), version, PARTITION, dump_id)
+    if part is None or not part[0].plain:
+        return False, None
+    top = None
+    for add in part[1]:
+        stats = json.loads(add.get("stats") or "{}")
+        rows = stats.get("numRecords")
+        value = (stats.get("maxValues") or {}).get(column)
+        if value is None:
+            if rows is not None and rows == (stats.get("nullCount") or {}).get(column, -1):
+                continue  # no value in the file (or no row)
+            return False, None
+        top = value if top is None else max(top, value)
+    return True, top
+
+
 def all_null(source: FileSource, column: str) -> bool:
     """True when `column` holds no value in any of the source's files, by their Parquet footers' statistics (a file
     without the column holds none); False when some row group may hold one or says nothing."""

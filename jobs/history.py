@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from filterlib.rebuild.history import CHECKED, HistoryEnd, Span, copy_spans, history_end
 from filterlib.store.scan import RangeScan, ScanOptions
 from filterlib.store.storedir import MappedFile
+from jobs.delta_files import stats_max
 from jobs.delta_io import table_path
 from jobs.runs import last_run, pinned_versions, read_rows
 
@@ -49,11 +50,14 @@ def load(spark: SparkSession, warehouse: str, broker: str) -> Held | None:
     if end is None:
         return None
     last = None
-    if end.open_records:
-        offsets = read_rows(spark, warehouse, "messages", broker, version=versions["messages"],
-                            columns=["commit_log_offset"],
-                            where=("commit_log_offset", ">=", int(end.open_file["file_base"])))
-        last = max((int(r["commit_log_offset"]) for r in offsets), default=None)
+    if end.open_records:  # the last record's offset: the largest of all, when it lies in the open file
+        base = int(end.open_file["file_base"])
+        known, top = stats_max(spark, warehouse, "messages", broker, versions["messages"], "commit_log_offset")
+        if not known:
+            offsets = read_rows(spark, warehouse, "messages", broker, version=versions["messages"],
+                                columns=["commit_log_offset"], where=("commit_log_offset", ">=", base))
+            top = max((int(r["commit_log_offset"]) for r in offsets), default=None)
+        last = int(top) if top is not None and int(top) >= base else None
     return Held(end, rows, last, versions)
 
 

@@ -271,3 +271,26 @@ def test_two_runs_making_a_new_table_at_once_both_land(spark, tmp_path, monkeypa
     creations = [v for v in range(last_version(spark, str(tmp_path / "t")) + 1)
                  if any("metaData" in a for a in _log(tmp_path / "t", v))]
     assert creations == [0]
+
+
+def test_stats_max_is_the_largest_value_the_files_hold_or_unknown(spark, tmp_path):
+    """A dump's largest `unit` from the log's file statistics equals the rows' own largest, for files the tasks
+    wrote and files delta-spark wrote; a dump whose values are all null has none; a file without the statistic
+    leaves it unknown (the caller reads the rows)."""
+    from jobs.delta_files import stats_max
+
+    wh = str(tmp_path)
+    rows = _rows("a", 30) + _rows("a", 7, 5000)
+    commit_dump(spark, wh, "t", "a", _task_write(spark, wh, "t", "a", rows, 3), SCHEMA, STATS)
+    v = last_version(spark, str(tmp_path / "t"))
+    assert stats_max(spark, wh, "t", "a", v, "unit") == (True, max(r[1] for r in rows))
+    replace_dump(spark.createDataFrame(_rows("b", 12, 40), DDL).repartition(2), wh, "t", "b", STATS)
+    assert stats_max(spark, wh, "t", "b", last_version(spark, str(tmp_path / "t")), "unit") == (True, 51)
+    assert stats_max(spark, wh, "t", "a", v, "unit") == (True, 5006)  # the version read, not the newest
+    nulls = [("c", None, "g", None), ("c", None, "g", "x")]
+    commit_dump(spark, wh, "t", "c", [write_part(file_target(spark, wh, "t", "c"), _arrow(nulls), SCHEMA, STATS)],
+                SCHEMA, STATS)
+    assert stats_max(spark, wh, "t", "c", last_version(spark, str(tmp_path / "t")), "unit") == (True, None)
+    bare = write_part(file_target(spark, wh, "t", "d"), _arrow(_rows("d", 4)), SCHEMA, ["consumer_group"])
+    commit_dump(spark, wh, "t", "d", [bare], SCHEMA, STATS)
+    assert stats_max(spark, wh, "t", "d", last_version(spark, str(tmp_path / "t")), "unit") == (False, None)
