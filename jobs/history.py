@@ -13,7 +13,7 @@ from filterlib.rebuild.history import CHECKED, HistoryEnd, Span, copy_spans, his
 from filterlib.store.scan import RangeScan, ScanOptions
 from filterlib.store.storedir import MappedFile
 from jobs.delta_files import stats_max
-from jobs.delta_io import table_path
+from jobs.delta_io import PARTITION, table_path
 from jobs.runs import last_run, pinned_versions, read_rows
 
 if TYPE_CHECKING:
@@ -44,8 +44,7 @@ def load(spark: SparkSession, warehouse: str, broker: str) -> Held | None:
     versions = pinned_versions(spark, warehouse, broker)
     if any(t not in versions for t in JOB1_TABLES):
         return None
-    rows = [{k: v for k, v in r.items() if k != "dump_id"}
-            for r in read_rows(spark, warehouse, "dump_files", broker, version=versions["dump_files"])]
+    rows = _rows(spark, warehouse, "dump_files", broker, versions["dump_files"])
     end = history_end(rows)
     if end is None:
         return None
@@ -59,6 +58,13 @@ def load(spark: SparkSession, warehouse: str, broker: str) -> Held | None:
             top = max((int(r["commit_log_offset"]) for r in offsets), default=None)
         last = int(top) if top is not None and int(top) >= base else None
     return Held(end, rows, last, versions)
+
+
+def _rows(spark: SparkSession, warehouse: str, table: str, broker: str, version: int | None = None) -> list[dict]:
+    """The broker's rows of a table (at `version`, else as its last complete run left them), without the partition
+    column: what a history's run builds on."""
+    return [{k: v for k, v in r.items() if k != PARTITION}
+            for r in read_rows(spark, warehouse, table, broker, version=version)]
 
 
 def copy_record(files: Sequence[MappedFile], offset: int, opts: ScanOptions) -> dict | None:
@@ -154,8 +160,5 @@ def last_pull_run(spark: SparkSession, warehouse: str, broker: str, job: str) ->
     if begun is not None and begun > last["finished_at"]:
         return Previous([], [], versions, {}, begun_again=True)
 
-    def rows(table: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k != "dump_id"} for r in read_rows(spark, warehouse, table, broker)]
-
-    stats, positions = rows("group_stats"), rows("pull_positions")
+    stats, positions = _rows(spark, warehouse, "group_stats", broker), _rows(spark, warehouse, "pull_positions", broker)
     return Previous(stats, positions, versions, dict(last.get("inputs") or {}))
