@@ -746,21 +746,21 @@ def dump_rows(spark: SparkSession, warehouse: str, table: str, dump_id: str, ver
     return rows
 
 
+def _file_stats(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int) -> list[dict] | None:
+    """The Delta statistics (numRecords, minValues, maxValues, nullCount) of each of one dump's files at a version,
+    from the log; None where the log cannot answer exactly."""
+    part = partition_files(spark, table_path(warehouse, table), version, PARTITION, dump_id)
+    if part is None or not part[0].plain:
+        return None
+    return [json.loads(add.get("stats") or "{}") for add in part[1]]
+
+
 def dump_records(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int) -> int | None:
     """One dump's row count at a version from its files' statistics (numRecords, which every writer here records),
     no Spark job; None where the log cannot answer exactly or a file has no count."""
-    uri = table_path(warehouse, table)
-    part = partition_files(spark, uri, version, PARTITION, dump_id)
-    if part is None or not part[0].plain:
-        return None
-    adds = part[1]
-    total = 0
-    for add in adds:
-        n = json.loads(add.get("stats") or "{}").get("numRecords")
-        if n is None:
-            return None
-        total += int(n)
-    return total
+    files = _file_stats(spark, warehouse, table, dump_id, version)
+    counts = None if files is None else [f.get("numRecords") for f in files]
+    return None if counts is None or None in counts else sum(int(n) for n in counts)
 
 
 def stats_max(spark: SparkSession, warehouse: str, table: str, dump_id: str, version: int, column: str
@@ -768,12 +768,11 @@ def stats_max(spark: SparkSession, warehouse: str, table: str, dump_id: str, ver
     """(known, the largest value of a numeric `column`) over one dump's rows at a version, from the file statistics
     the log holds (maxValues; a number's is exact), no file read: None when it holds no value. Not known where the
     log cannot answer exactly or a file's statistics do not give it: read the rows then."""
-    part = partition_files(spark, table_path(warehouse, table), version, PARTITION, dump_id)
-    if part is None or not part[0].plain:
+    files = _file_stats(spark, warehouse, table, dump_id, version)
+    if files is None:
         return False, None
     top = None
-    for add in part[1]:
-        stats = json.loads(add.get("stats") or "{}")
+    for stats in files:
         rows = stats.get("numRecords")
         value = (stats.get("maxValues") or {}).get(column)
         if value is None:
