@@ -85,7 +85,10 @@ def _cols(*specs: tuple[str, pa.DataType, str]) -> tuple[Column, ...]:
 
 STR, INT, LONG, BOOL, BIN, DBL = pa.string(), pa.int32(), pa.int64(), pa.bool_(), pa.binary(), pa.float64()
 PROPS = pa.map_(pa.string(), pa.string())
-DUMP_ID = Column("dump_id", STR, "the dump's name")
+DUMP_ID = Column("dump_id", STR, "the dump's name; in a broker's history (`--broker`), the broker's")
+COPY = Column("copy", STR, "the store (the history's copy, `copies.store`) whose run added the row; null outside a "
+                           "broker's history, and in rows written before the column existed (`copies`' offset ranges "
+                           "say it there)")
 
 MESSAGES = Table("messages", "one row per CommitLog record (blank fillers excluded)",
                  ("dump_id", "commit_log_offset"), (
@@ -124,7 +127,7 @@ MESSAGES = Table("messages", "one row per CommitLog record (blank fillers exclud
     Column("body_error", STR, "why the consumer's client cannot decode this record's body, as `JavaClass: message` (a "
                             "compressed body that does not inflate with the client's Compressor, or type bits that "
                             "name no codec); null when it decodes. A pull that returns such a message loses it and "
-                            f"every later message of that pull (job 2's `{vocab.CLIENT_DECODE_FAILED}`)")))
+                            f"every later message of that pull (job 2's `{vocab.CLIENT_DECODE_FAILED}`)"), COPY))
 
 CONSUME_QUEUE = Table("consume_queue", "one row per consume-queue unit", ("dump_id", "topic", "queue_id",
                                                                         "queue_offset"), (
@@ -137,7 +140,7 @@ CONSUME_QUEUE = Table("consume_queue", "one row per consume-queue unit", ("dump_
         "tags_code": "the real tagsCode (the CQ file holds the ext address instead when ext is on)",
         "msg_store_time": "the ext unit's store time; null without an ext unit",
         "filter_bitmap": "the ext unit's bitmap (ceil(m/8) bytes); null without one (see the rule above)",
-    })))
+    }), COPY))
 
 CONSUMER_FILTERS = Table("consumer_filters", "one row per (group, topic) SQL92 registration",
                          ("dump_id", "consumer_group", "topic"), (DUMP_ID, *_cols(
@@ -275,7 +278,7 @@ PULL_DECISIONS = Table("pull_decisions_rows", "one row per (subscription, unit i
         ("bloom_tested", BOOL, "the consume-queue layer read the unit's bitmap"),
         ("bloom_bitmap", BIN, "that bitmap (only where bloom_tested)"),
         ("pull_index", INT, "the pull of this queue that scanned the unit (0-based; null: NEVER_PULLED)")),
-    *_SUB_TYPE, *_MEMBER))
+    *_SUB_TYPE, *_MEMBER, COPY))
 
 PULLS = Table("pulls", "one row per pull",
               ("dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "pull_index"), (
@@ -287,7 +290,7 @@ PULLS = Table("pulls", "one row per pull",
                       "OFFSET_OVERFLOW_BADLY, as getMessage returns it"),
         ("next_begin_offset", LONG, "where the next pull starts"),
         ("message_count", INT, "messages returned by the broker"),
-        ("filter_message_count", INT, "messages dropped by the commit-log layer"))))
+        ("filter_message_count", INT, "messages dropped by the commit-log layer")), COPY))
 
 DELIVERED_MESSAGES = Table("delivered_messages_rows", "one row per message a group received: "
                            "`jobs.row_forms.delivered_messages()` (not stored)",
@@ -313,7 +316,7 @@ DELIVERED_MESSAGES = Table("delivered_messages_rows", "one row per message a gro
                                  "cleared by a 5.x client's decode, kept by a 4.9 client's (the dump's broker "
                                  "release)")),
     *(MESSAGES.column(n) for n in ("flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
-                                   "reconsume_times"))))
+                                   "reconsume_times")), COPY))
 
 GROUP_STATS = Table("group_stats", "one row per subscription", ("dump_id", "consumer_group", "topic",
                                                                 "subscription_index"), (
@@ -382,7 +385,8 @@ DECISION_MATRIX = Table("pull_decisions", "one row per consume-queue unit that a
     ("tags_code", LONG, "the tagsCode the filters got (null: the broker's null, an ext unit that could not be read)"),
     ("bloom_bitmap", BIN, "the unit's ext bitmap, where at least one subscription's bloom layer read it"),
     ("decisions", BIN, "one byte per subscription to the topic, at its group_stats.subscription_position: the "
-                       "decision's code in `decision_codes` (0: that subscription's pulls never reached the unit)"))))
+                       "decision's code in `decision_codes` (0: that subscription's pulls never reached the unit)")),
+    COPY))
 
 DECISION_DETAILS = Table("decision_details", "one row per decision whose detail its code does not give",
                          ("dump_id", "subscription_index", "topic", "queue_id", "queue_offset"), (DUMP_ID, *_cols(
@@ -392,7 +396,7 @@ DECISION_DETAILS = Table("decision_details", "one row per decision whose detail 
     ("queue_offset", LONG, "the unit's offset"),
     ("detail", STR, f"`JavaClass: message` of a SQL92 evaluation error ({vocab.SQL_ERROR}); for "
                     f"{vocab.CLIENT_DECODE_FAILED}, the body's decode error, or which earlier message of the pull "
-                    "failed"))))
+                    "failed")), COPY))
 
 DECISION_CODES = Table("decision_codes", "one row per decision code (`filterlib.vocabulary.DECISION_CODES`)",
                        ("dump_id", "code"), (DUMP_ID, *_cols(

@@ -42,7 +42,7 @@ from filterlib.store.queues import ROCKSDB
 from filterlib.store.scan import SplitReport, iter_ranges
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
-from filterlib.tables import CONSUMER_FILTERS, COPIES, DUMP_FILES, DUMPS
+from filterlib.tables import CONSUMER_FILTERS, COPIES, COPY, DUMP_FILES, DUMPS
 from jobs import history
 from jobs.cli import (
     ROOT,
@@ -585,9 +585,15 @@ def _messages_target(spark: SparkSession, inputs: Inputs) -> FileTarget | None:
     """Where the decode tasks write the messages files themselves: a local or s3a warehouse; None for any other
     (Spark's writer then writes the rows the tasks hand it)."""
     try:
-        return file_target(spark, inputs.warehouse, "messages", inputs.dump_id)
+        return file_target(spark, inputs.warehouse, "messages", inputs.dump_id, _row_copy(inputs))
     except ValueError:
         return None
+
+
+def _row_copy(inputs: Inputs) -> str | None:
+    """The `copy` column of the rows the run writes (tables.COPY): the copy appended to a broker's history (its
+    store, as copies.store names it), else null."""
+    return inputs.store.name if inputs.history else None
 
 
 def _queue_target(spark: SparkSession, inputs: Inputs, messages: FileTarget | None) -> FileTarget | None:
@@ -595,7 +601,7 @@ def _queue_target(spark: SparkSession, inputs: Inputs, messages: FileTarget | No
     multi-dispatch (LMQ units are placed over whole queues in Spark first); None: the units go through Spark."""
     if messages is None or inputs.store.conf.enableMultiDispatch:
         return None
-    return file_target(spark, inputs.warehouse, "consume_queue", inputs.dump_id)
+    return file_target(spark, inputs.warehouse, "consume_queue", inputs.dump_id, _row_copy(inputs))
 
 
 def _delete_parts(target: FileTarget, parts: list[dict]) -> None:
@@ -743,7 +749,8 @@ def _write_queue(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: Decod
     if ctx.queue is None:
         sc.setJobDescription(f"{PROG} {inputs.dump_id}: write consume_queue")
         per_part = max(1, int(inputs.defaults.get("units_per_partition", 4_000_000)))
-        cq_df = (units.withColumn("dump_id", F.lit(inputs.dump_id)).select("dump_id", *CQ_COLUMNS)
+        cq_df = (units.withColumn("dump_id", F.lit(inputs.dump_id))
+                 .select("dump_id", *CQ_COLUMNS, F.lit(_row_copy(inputs)).cast("string").alias(COPY.name))
                  .repartitionByRange(max(1, -(-summary.units // per_part)), *QUEUE_KEY)
                  .sortWithinPartitions(*QUEUE_KEY))
         summary.tables["consume_queue"] = append_dump(cq_df, wh, "consume_queue", inputs.dump_id, on_top_of, CQ_STATS)
@@ -777,7 +784,8 @@ def _write_messages(spark: SparkSession, inputs: Inputs, ctx: TaskContext, d: De
         written = sum(p["num_records"] for p in parts)
     else:
         msg_df = d.valid.where(F.col("message").isNotNull()).select(
-            F.lit(inputs.dump_id).alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names])
+            F.lit(inputs.dump_id).alias("dump_id"), *[F.col("message." + c).alias(c) for c in MESSAGES_SCHEMA.names],
+            F.lit(_row_copy(inputs)).cast("string").alias(COPY.name))
         if ctx.properties_map:
             msg_df = msg_df.withColumn("properties", F.expr(SQL_MAP))
         summary.tables["messages"] = append_dump(msg_df, wh, "messages", inputs.dump_id, on_top_of, MESSAGES_STATS)

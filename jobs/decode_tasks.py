@@ -43,19 +43,19 @@ from filterlib.store.compression import body_errors
 from filterlib.store.properties_text import MAP_TYPE, map_column
 from filterlib.store.scan import COMPRESSED_ONLY, RangeScan, ScanOptions, SplitReport
 from filterlib.store.storedir import StoreDir
-from filterlib.tables import CONSUME_QUEUE, MESSAGES
+from filterlib.tables import CONSUME_QUEUE, COPY, MESSAGES
 from jobs.delta_files import FileTarget, key_summary, write_part
 
 TASK_DDL = "path string, file_base long, file_size long, range_start long, range_end long, anchor long"
-MESSAGES_SCHEMA = MESSAGES.arrow(drop=("dump_id",))
+MESSAGES_SCHEMA = MESSAGES.arrow(drop=("dump_id", COPY.name))
 """The decoded record (`filterlib.store.scan.SCHEMA`), and why the client's decode of its body fails (null where
-it decodes): the messages table without dump_id."""
+it decodes): the messages table without dump_id and copy (the run's, `FileTarget.copy`)."""
 MESSAGES_TABLE = MESSAGES.arrow()
 MESSAGES_STATS = ["dump_id", "commit_log_offset", "topic", "queue_id", "queue_offset", "store_timestamp"]
 """The columns Delta keeps file statistics for (what lookups filter on; see delta_io.replace_dump)."""
 MESSAGES_WRITER = {"write_statistics": MESSAGES_STATS,
                    "use_dictionary": ["dump_id", "topic", "born_host", "store_host", "tags", "magic_code", "queue_id",
-                                      "flag", "sys_flag", "reconsume_times", "store_size", "body_size"]}
+                                      "flag", "sys_flag", "reconsume_times", "store_size", "body_size", COPY.name]}
 """pyarrow's writer settings for the messages files: Parquet statistics only where lookups filter, dictionaries
 only for the few-valued columns (not ids, offsets, times or the properties text, which holds each message's
 UNIQ_KEY). Measured on one core over the bench dump's 360,818 rows without bodies: 1.63 us a row with pyarrow's
@@ -72,7 +72,7 @@ QUEUE_TABLE = CONSUME_QUEUE.arrow()
 QUEUE_KEY = ["topic", "queue_id", "queue_offset"]
 QUEUE_STATS = ["dump_id", *QUEUE_KEY, "commit_log_offset"]
 """The consume_queue columns Delta keeps file statistics for (job 2 and explain look units up by these)."""
-QUEUE_WRITER = {"write_statistics": QUEUE_STATS, "use_dictionary": ["dump_id", "topic", "queue_id"]}
+QUEUE_WRITER = {"write_statistics": QUEUE_STATS, "use_dictionary": ["dump_id", "topic", "queue_id", COPY.name]}
 """pyarrow's writer settings for the consume_queue files: dictionaries only for the few-valued columns."""
 EXAMPLES = 5
 """Undecodable bodies a split names (topic, offset, error) for the summary."""

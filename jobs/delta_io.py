@@ -88,7 +88,7 @@ def append_dump(df: DataFrame, warehouse: str, table: str, dump_id: str, on_top_
     if on_top_of is not None:
         held = (df.sparkSession.read.format("delta").option("versionAsOf", on_top_of)
                 .load(table_path(warehouse, table)).where(F.col(PARTITION) == dump_id))
-        df = held.select(*df.columns).unionByName(df)
+        df = held.unionByName(df, allowMissingColumns=True).select(*df.columns)  # a column new to the table: null
     return replace_dump(df, warehouse, table, dump_id, stats_columns)
 
 

@@ -385,11 +385,11 @@ def _partition() -> int:
 
 
 def _with_head(t: pa.Table, topic: str, queue_id: int, schema: pa.Schema) -> pa.Table:
-    """t's columns under the table's schema but its partition column (write_part's directory holds dump_id), topic
-    and queue_id filled in."""
+    """t's columns under the table's schema but its partition column (write_part's directory holds dump_id) and
+    `copy` (write_part's target holds it), topic and queue_id filled in."""
     n = t.num_rows
     fill = {"topic": topic, "queue_id": queue_id}
-    fields = [f for f in schema if f.name != PARTITION]
+    fields = [f for f in schema if f.name not in (PARTITION, tables.COPY.name)]
     cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else
             pa.array([fill[f.name]] * n, f.type) for f in fields]
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))

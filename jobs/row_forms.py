@@ -52,7 +52,7 @@ SELECT m.dump_id, s.consumer_group, m.topic, s.subscription_index, m.queue_id, m
                                THEN c.sql_value END) AS detail,
        c.sql_value, c.bloom_false_positive, c.bloom_tested,
        CASE WHEN c.bloom_tested THEN m.bloom_bitmap END AS bloom_bitmap,
-       p.pull_index, s.subscription_type, s.expression, s.member, s.kept_by
+       p.pull_index, s.subscription_type, s.expression, s.member, s.kept_by, m.copy
 FROM m
 JOIN s ON s.topic = m.topic
 JOIN c ON c.code = CAST(conv(hex(substring(m.decisions, s.subscription_position + 1, 1)), 16, 10) AS INT)
@@ -127,6 +127,8 @@ def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, uni
     from pyspark.sql import functions as F
 
     matrix = _read(spark, warehouse, "pull_decisions", dump_id)
+    if tables.COPY.name not in matrix.columns:  # a table written before the column existed
+        matrix = matrix.withColumn(tables.COPY.name, F.lit(None).cast("string"))
     if units is not None:
         matrix = matrix.where(units)
     subs = _read(spark, warehouse, "group_stats", dump_id)
@@ -140,8 +142,8 @@ def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, uni
     rows = explode(matrix, subs.select(*(F.col(c) if c in subs.columns else F.lit(None).cast("string").alias(c)
                                          for c in SUBSCRIPTION_COLUMNS)), code_rows)
     if details:
-        rows = rows.join(_read(spark, warehouse, "decision_details", dump_id),
-                         ["dump_id", "subscription_index", "topic", "queue_id", "queue_offset"], "left")
+        keys = ["dump_id", "subscription_index", "topic", "queue_id", "queue_offset"]
+        rows = rows.join(_read(spark, warehouse, "decision_details", dump_id).select(*keys, "detail"), keys, "left")
     return rows
 
 
@@ -193,7 +195,7 @@ def delivered_messages(spark: SparkSession, warehouse: str, dump_id: str | None 
 
     decided = pull_decisions(spark, warehouse, dump_id).where(F.col("outcome") == vocab.DELIVERED).select(
         "dump_id", "consumer_group", "topic", "subscription_index", "queue_id", "queue_offset", "commit_log_offset",
-        "pull_index", "member", "kept_by")
+        "pull_index", "member", "kept_by", tables.COPY.name)
     stored_messages = messages(spark, warehouse, dump_id)
     stored = F.col("body") if "body" in stored_messages.columns else F.lit(None).cast("binary")
     length = F.length(stored).cast("int")

@@ -687,12 +687,12 @@ def _starts(inputs: Inputs, plans: list[Plan], summary: Summary) -> dict[str, in
     return starts
 
 
-def _file_targets(spark: SparkSession, warehouse: str, dump_id: str) -> dict:
+def _file_targets(spark: SparkSession, warehouse: str, dump_id: str, copy: str | None) -> dict:
     """{table: delta_files.FileTarget} of the tables the replay tasks write themselves (pyarrow Parquet, one Delta
-    commit per table by the driver); empty for a warehouse delta_files cannot write (neither local nor s3a://):
-    then the replay's output is cached and each table written through Spark."""
+    commit per table by the driver), their rows' `copy` given; empty for a warehouse delta_files cannot write
+    (neither local nor s3a://): then the replay's output is cached and each table written through Spark."""
     try:
-        return {name: file_target(spark, warehouse, name, dump_id) for name in WRITTEN}
+        return {name: file_target(spark, warehouse, name, dump_id, copy) for name in WRITTEN}
     except ValueError as e:
         log.info("tables written through Spark: %s", e)
         return {}
@@ -770,6 +770,11 @@ def _previous(spark: SparkSession, inputs: Inputs, summary: Summary) -> Previous
 def _copy_name(inputs: Inputs) -> str:
     """The run's copy as the tables name it: its store (job 1's copies.store)."""
     return inputs.store.name
+
+
+def _row_copy(inputs: Inputs, planned: Planned) -> str | None:
+    """The `copy` column of the rows the run writes (tables.COPY): its copy over a broker's history, else null."""
+    return _copy_name(inputs) if planned.history else None
 
 
 def _continue(spark: SparkSession, inputs: Inputs, planned: Planned, previous: Previous, summary: Summary) -> bool:
@@ -934,7 +939,8 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
                        planned.now, positions={str(k): v for k, v in positions.items()}, widths=widths,
                        rocksdb_to_queue_end=brokerversion.rocksdb_pull_to_queue_end(
                            inputs.broker_version or brokerversion.DEFAULT, conf.iteratorWhenUseRocksdbConsumeQueue),
-                       current=planned.current, targets=_file_targets(spark, inputs.warehouse, inputs.dump_id),
+                       current=planned.current,
+                       targets=_file_targets(spark, inputs.warehouse, inputs.dump_id, _row_copy(inputs, planned)),
                        continued=frozenset(f"{i}:{q}" for i, q in (carried.bases if carried else {})))
 
 
@@ -1014,6 +1020,8 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     sc, wh, dump = spark.sparkContext, inputs.warehouse, inputs.dump_id
     dump_id = F.lit(dump).alias("dump_id")
     mine = F.col("subscription_index") < planned.current
+    copy = _row_copy(inputs, planned)
+    out = out.withColumn(tables.COPY.name, F.lit(copy).cast("string"))  # the Spark writes' rows: the tasks' have it
     if ctx.targets:
         by_uri = {t.table_uri: name for name, t in ctx.targets.items()}
         parts: dict[str, list[dict]] = {name: [] for name in ctx.targets}
@@ -1038,7 +1046,8 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _bases_df(spark, bases))
     if ctx.targets:  # the tasks write the files, the commit lists the partition from the log
         schema = tables.PULLS.arrow()
-        parts = frame_parts(pulls, file_target(spark, wh, "pulls", dump), schema, schema.names, parquet_codec(spark))
+        parts = frame_parts(pulls, file_target(spark, wh, "pulls", dump, copy), schema, schema.names,
+                            parquet_codec(spark))
         commit_dump(spark, wh, "pulls", dump, parts, schema, schema.names, planned.on_top_of("pulls"))
         summary.tables["pulls"] = table_path(wh, "pulls")
     else:

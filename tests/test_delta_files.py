@@ -294,3 +294,12 @@ def test_stats_max_is_the_largest_value_the_files_hold_or_unknown(spark, tmp_pat
     bare = write_part(file_target(spark, wh, "t", "d"), _arrow(_rows("d", 4)), SCHEMA, ["consumer_group"])
     commit_dump(spark, wh, "t", "d", [bare], SCHEMA, STATS)
     assert stats_max(spark, wh, "t", "d", last_version(spark, str(tmp_path / "t")), "unit") == (False, None)
+
+
+def test_a_constant_column_is_the_value_on_every_row_or_null():
+    from jobs.delta_files import constant
+
+    for value, n in (("/backups/broker-a/2026-11-20", 5), ("", 3), ("é", 2), (None, 4), ("x", 0)):
+        a = constant(value, n)
+        a.validate(full=True)
+        assert a.type == pa.string() and a.to_pylist() == [value] * n

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.delta_io import STATS_PROPERTY, replace_dump
+from jobs.delta_io import STATS_PROPERTY, append_dump, replace_dump
 from jobs.runs import read_dump
 
 
@@ -64,6 +64,22 @@ def test_a_table_from_an_older_release_takes_new_columns_and_keeps_dropped_ones(
     replace_dump(_rows(spark, "b", 2).drop("detail"), wh, "t", "b")
     assert [r.detail for r in read_dump(spark, wh, "t", "b").collect()] == [None, None]
     assert read_dump(spark, wh, "t", "a").where("detail is not null").count() == 4
+
+
+def test_an_append_with_a_column_new_to_the_table_keeps_the_held_rows_null_in_it(spark, tmp_path):
+    """A broker's history written before a column existed (e.g. `copy`) is appended to: the rows it held stay,
+    null in the new column, and the new rows hold it."""
+    from pyspark.sql import functions as F
+
+    from jobs.delta_io import last_version, table_path
+
+    wh = str(tmp_path)
+    replace_dump(_rows(spark, "a", 4), wh, "t", "a")
+    held = last_version(spark, table_path(wh, "t"))
+    new = _rows(spark, "a", 2).withColumn("unit", F.col("unit") + 10).withColumn("copy", F.lit("c2"))
+    append_dump(new, wh, "t", "a", held)
+    rows = {r.unit: r.copy for r in read_dump(spark, wh, "t", "a").collect()}
+    assert rows == {0: None, 1: None, 2: None, 3: None, 10: "c2", 11: "c2"}
 
 
 def test_another_dumps_run_committing_during_a_write_is_no_conflict(spark, tmp_path):

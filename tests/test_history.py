@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,9 @@ def job1(spark, store: str, wh: str, *extra: str) -> int:
 
 
 def table(spark, wh: str, name: str, dump_id: str) -> list[dict]:
-    df = read_dump(spark, wh, name, dump_id).drop("dump_id", *NOT_COMPARED.get(name, ()))
+    """A table's rows as the comparisons read them: without the partition and the copy that added each row (a
+    history's rows name their copy, a whole run's none: test_each_row_names_the_copy_that_added_it)."""
+    df = read_dump(spark, wh, name, dump_id).drop("dump_id", "copy", *NOT_COMPARED.get(name, ()))
     return df.orderBy(*KEYS[name]).toArrow().to_pylist()
 
 
@@ -105,6 +108,21 @@ def test_the_history_counts_and_copies_rows_say_what_each_copy_added(spark, whol
                .collect()]
     added = [sum(c.from_offset <= o < c.to_offset for o in offsets) for c in copies]
     assert added == [c.records for c in copies] and sum(added) == truth["records"]
+
+
+def added_by(copies: list) -> Callable[[int], str]:
+    """The store of the copy whose [from_offset, to_offset) holds a commit log offset (copies rows)."""
+    return lambda offset: next(c.store for c in copies if c.from_offset <= offset < c.to_offset)
+
+
+def test_each_row_names_the_copy_that_added_it(spark, whole, three_copies) -> None:
+    wh = three_copies["wh"]
+    added = added_by(read_dump(spark, wh, "copies", "b").collect())
+    for name in ("messages", "consume_queue"):
+        rows = read_dump(spark, wh, name, "b").select("commit_log_offset", "copy").collect()
+        assert [r.copy for r in rows] == [added(r.commit_log_offset) for r in rows], name
+        assert {r.copy for r in rows} == set(three_copies["copies"]), name  # each copy added some
+        assert read_dump(spark, whole, name, "b").where("copy IS NOT NULL").count() == 0, name  # no history
 
 
 def test_delivered_bodies_of_a_history_come_from_the_newest_copy_that_held_them(spark, whole, three_copies

@@ -143,6 +143,29 @@ def test_each_run_appends_only_its_new_decisions(spark, whole, run_by_run) -> No
         "subscription_index", "queue_id").count().agg({"count": "max"}).first()[0] == 1
 
 
+def test_each_decision_and_pull_names_the_run_that_made_it(spark, run_by_run) -> None:
+    from test_history import added_by
+
+    wh, made = run_by_run["wh"], run_by_run["copies"]
+    added = added_by(read_dump(spark, wh, "copies", "b").collect())
+    units = read_dump(spark, wh, "pull_decisions", "b").select("topic", "queue_id", "queue_offset",
+                                                                "commit_log_offset", "copy").collect()
+    assert [u.copy for u in units] == [added(u.commit_log_offset) for u in units]  # each run decides its copy's units
+    assert {u.copy for u in units} == set(made)
+    for form in (row_forms.pull_decisions(spark, wh, "b"), row_forms.delivered_messages(spark, wh, "b")):
+        rows = form.select("commit_log_offset", "copy").collect()
+        assert rows and [r.copy for r in rows] == [added(r.commit_log_offset) for r in rows]
+    by_unit = {(u.topic, u.queue_id, u.queue_offset): u.copy for u in units}
+    details = read_dump(spark, wh, "decision_details", "b").collect()
+    assert details and all(d.copy == by_unit[(d.topic, d.queue_id, d.queue_offset)] for d in details)
+    pulls = read_dump(spark, wh, "pulls", "b").orderBy("subscription_index", "queue_id", "pull_index").collect()
+    assert {p.copy for p in pulls} == set(made)
+    runs: dict[tuple, list] = {}
+    for p in pulls:
+        runs.setdefault((p.subscription_index, p.queue_id), []).append(made.index(p.copy))
+    assert all(r == sorted(r) for r in runs.values())  # a queue's pulls, run after run
+
+
 @pytest.fixture(scope="module")
 def changed(spark, tmp_path_factory, whole, run_by_run) -> dict:
     """The history as the second copy's runs left it, then the third copy with THIRD's subscriptions; the truth is
@@ -178,6 +201,9 @@ def test_a_changed_subscription_decides_from_the_copy_it_changed_at(spark, chang
         d for d in truth[OLD_EXPR] if d[0] != "TradeOrder"}
     assert mine[NEW_EXPR] == {d for d in truth[NEW_EXPR] if not before(d)}
     assert mine[NEW_EXPR] and any(before(d) for d in truth[NEW_EXPR])  # the change mattered on both sides
+    made = {r.copy for r in row_forms.pull_decisions(spark, changed["wh"], "b").where(
+        f"consumer_group = '{CHANGED}' AND expression = '{NEW_EXPR}'").select("copy").collect()}
+    assert made == {changed["copies"][2]}  # the new subscription's decisions, older units' too: the third run's
     stats = {(r.consumer_group, r.topic, r.expression): r for r in read_dump(spark, changed["wh"], "group_stats", "b")
              .collect()}
     old, new = stats[(CHANGED, "TradeOrder", OLD_EXPR)], stats[(CHANGED, "TradeOrder", NEW_EXPR)]

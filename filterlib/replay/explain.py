@@ -167,8 +167,8 @@ def decided_by(commit_log_offset: int, since_copy: str | None, copies: Sequence[
 
 def timeline_words(sub: Row, subs: Sequence[Row], d: Row | None = None, copies: Sequence[Row] = ()) -> list[str]:
     """Over a broker's history whose group changed its subscription: the one the decision was made under (by the
-    run of which copy, given the unit `d` and the history's `copies` rows), the copies it was in force between,
-    and the one in force now (nothing for a subscription that never changed)."""
+    run of which copy: the unit `d`'s `copy`, or for rows written before it, the history's `copies` rows), the
+    copies it was in force between, and the one in force now (nothing for a subscription that never changed)."""
     key = (sub["consumer_group"], sub["topic"], sub.get("member"))
     others = [s for s in subs if (s["consumer_group"], s["topic"], s.get("member")) == key
               and s["subscription_index"] != sub["subscription_index"] and s.get("since_copy")]
@@ -176,7 +176,9 @@ def timeline_words(sub: Row, subs: Sequence[Row], d: Row | None = None, copies: 
     if not sub.get("since_copy") or (until is None and not others):
         return []
     span = f"in force from the copy {sub['since_copy']}" + (f" until the copy {until}" if until else " on")
-    by = decided_by(d["commit_log_offset"], sub["since_copy"], copies) if d is not None and copies else None
+    by = d.get("copy") if d is not None else None  # the decision's own row says it (tables.COPY); older rows:
+    if by is None and d is not None and copies:  # the copies' offset ranges do
+        by = decided_by(d["commit_log_offset"], sub["since_copy"], copies)
     line = f"  decided under {sub['subscription_type']} `{sub['expression']}`" + \
         (f" by the run of the copy {by}" if by else "") + f" ({span})"
     now = [s for s in others if s.get("until_copy") is None]
