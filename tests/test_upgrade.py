@@ -94,18 +94,24 @@ def test_the_upgrade_lays_out_every_table_by_dump_and_loses_no_row(spark, old_wh
         capsys.readouterr().out)
 
 
+def _without_copy(rows: list[dict]) -> list[dict]:
+    """Rows without the `copy` column, which tables written before it lack until a job writes them again."""
+    return [{k: v for k, v in r.items() if k != "copy"} for r in rows]
+
+
 def test_after_the_upgrade_the_jobs_write_again_and_other_dumps_stay(spark, old_wh):
     assert upgrade.main(["--warehouse", old_wh], spark=spark) == 0
     day1 = {t: _rows(spark, old_wh, t, "day1") for t in WRITTEN}
     day2 = _rows(spark, old_wh, "messages", "day2")
     assert _job1(spark, old_wh, "day2") == 0
     # the same dump decoded again: the same rows, the text job 1 writes equal to the text the upgrade made of the map
-    assert _rows(spark, old_wh, "messages", "day2") == day2
+    again = _rows(spark, old_wh, "messages", "day2")
+    assert _without_copy(again) == day2 and all(r["copy"] is None for r in again)  # not a broker's history
     assert isinstance(spark.read.format("delta").load(table_path(old_wh, "messages")).schema["properties"].dataType,
                       StringType)
     mapped = {r.commit_log_offset: dict(r.properties) for r in row_forms.messages(spark, old_wh, "day2").collect()}
     assert mapped == {r["commit_log_offset"]: from_text(r["properties"]) for r in day2} and any(mapped.values())
-    assert {t: _rows(spark, old_wh, t, "day1") for t in WRITTEN} == day1
+    assert {t: _without_copy(_rows(spark, old_wh, t, "day1")) for t in WRITTEN} == day1
     log = Path(old_wh) / "messages" / "_delta_log"
     newest = max(log.glob("*.json"), key=lambda p: int(p.stem))
     adds = [json.loads(x)["add"] for x in newest.read_text().splitlines() if '"add"' in x]
