@@ -432,10 +432,18 @@ def _pulls_part(p: pa.Table, topic: str, queue_id: int) -> pa.Table:
 
 
 def _counts_part(out: matrix.QueueOutput, topic: str, queue_id: int) -> pa.Table:
+    """A COUNT row per plan: its counts over the piece, and the furthest `next_begin_offset` its pulls left (null
+    without a pull): the driver takes each (subscription, queue)'s position from these (pull_positions)."""
     plans = sorted(out.counts)
+    furthest: dict[int, int] = {}
+    if out.pulls.num_rows:
+        last = out.pulls.group_by("plan").aggregate([("next_begin_offset", "max")])
+        furthest = dict(zip(last.column("plan").to_pylist(), last.column("next_begin_offset_max").to_pylist(),
+                            strict=True))
     return _part(COUNT, len(plans), topic, queue_id, {
         "subscription_index": pa.array(plans, pa.int32()),
-        "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64()))})
+        "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64())),
+        "next_begin_offset": pa.array([furthest.get(i) for i in plans], pa.int64())})
 
 
 def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array]) -> pa.Table:

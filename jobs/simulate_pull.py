@@ -50,7 +50,7 @@ from filterlib.replay.plans import (
     plan_members,
 )
 from filterlib.replay.rows import MESSAGE_SIDE
-from filterlib.replay.stats import continued, stats_rows, sum_counts, totals
+from filterlib.replay.stats import continued, pull_positions, stats_rows, sum_counts, totals
 from filterlib.replay.timeline import Carried, carry, replay_from
 from filterlib.replay.whatif import WHAT_IF, WhatIf, WhatIfRefused, parse_what_if, what_if_plans
 from filterlib.store.commitlog import COMPRESSED_FLAG
@@ -208,6 +208,8 @@ class Summary:
     version_line: str = ""
     queue_ends: dict[tuple[str, int], int] = field(default_factory=dict)
     """{(topic, queue id): the offset past its last unit} of the queues replayed."""
+    positions: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    """{(subscription index, queue id): (its pulls' furthest next_begin_offset, its pulls)} of the run's pulls."""
     ended: list[dict] = field(default_factory=list)
     """Over a broker's history: the group_stats rows of subscriptions no longer in force (kept as they were)."""
 
@@ -984,7 +986,7 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
             progress(spark, log, f"replay {summary.queues} queues",
                      counted={"decisions": decisions}):
         small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
-            "kind", "topic", "queue_id", "subscription_index", "counts", "file").collect()
+            "kind", "topic", "queue_id", "subscription_index", "counts", "next_begin_offset", "file").collect()
     pieces = [r.counts for r in small if r.kind == PIECE]
     summary.queue_ends = {(r.topic, r.queue_id): r.counts[2] for r in small
                           if r.kind == PIECE and len(r.counts) > 2 and r.counts[2] >= 0}
@@ -993,6 +995,8 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     summary.largest_piece = max((p[0] for p in pieces), default=0)
     summary.foreign_units = sum(p[3] for p in pieces if len(p) > 3)
     counts = sum_counts((r.subscription_index, r.counts) for r in small if r.kind == COUNT)
+    summary.positions = pull_positions((r.subscription_index, r.queue_id, r.next_begin_offset, r.counts)
+                                       for r in small if r.kind == COUNT)
     positions = {int(k): v for k, v in ctx.positions.items()}
     summary.stats = stats_rows(planned.plans, counts, positions, inputs.dump_id, inputs.start,
                                inputs.store.conf.maxErrorRateOfBloomFilter)
@@ -1057,16 +1061,15 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     summary.tables["group_stats"] = replace_rows(spark, wh, tables.GROUP_STATS, dump, summary.stats + summary.ended)
     if planned.history:
         sc.setJobDescription(f"{PROG} {dump}: write pull_positions")
-        rows = _position_rows(out, planned, mine, summary, _copy_name(inputs))
+        rows = _position_rows(planned, summary, _copy_name(inputs))
         summary.tables["pull_positions"] = replace_rows(spark, wh, tables.PULL_POSITIONS, dump, rows)
 
 
-def _position_rows(out: DataFrame, planned: Planned, mine, summary: Summary, copy: str) -> list[dict]:
+def _position_rows(planned: Planned, summary: Summary, copy: str) -> list[dict]:
     """The pull_positions rows the run leaves: per (subscription, queue) its last pull's next begin offset and
-    its pulls so far; a member that never pulls its queue stands at the queue's end; positions of lines the run
-    did not have stay as they were (`timeline.Carried.kept_positions`)."""
-    from pyspark.sql import functions as F
-
+    its pulls so far (`summary.positions`, from the replay's COUNT rows: no Spark job); a member that never pulls
+    its queue stands at the queue's end; positions of lines the run did not have stay as they were
+    (`timeline.Carried.kept_positions`)."""
     carried = planned.carried
     bases = carried.bases if carried is not None else {}
     by_index = {p.index: p for p in planned.plans}
@@ -1077,9 +1080,8 @@ def _position_rows(out: DataFrame, planned: Planned, mine, summary: Summary, cop
                 "subscription_index": p.index, "member": p.member, "kept_by": p.kept_by, "queue_id": queue_id,
                 "next_offset": next_offset, "pulls": pulls + bases.get((p.index, queue_id), 0), "copy": copy}
 
-    for r in (out.where((F.col("kind") == PULL) & mine).groupBy("subscription_index", "queue_id")
-              .agg(F.max("next_begin_offset").alias("next_offset"), F.count(F.lit(1)).alias("pulls")).collect()):
-        rows.append(row(by_index[r.subscription_index], r.queue_id, r.next_offset, r.pulls))
+    for (index, queue_id), (next_offset, pulls) in sorted(summary.positions.items()):
+        rows.append(row(by_index[index], queue_id, next_offset, pulls))
     for p in planned.plans:
         if p.answer == NOT_SUBSCRIBED:
             rows += [row(p, q, end, 0) for (t, q), end in sorted(summary.queue_ends.items())

@@ -10,7 +10,7 @@ from filterlib import vocabulary as vocab
 from filterlib.replay.matrix import CODES, COUNT_FIELDS, counts
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE
 from filterlib.replay.plans import Plan
-from filterlib.replay.stats import stats_rows, sum_counts, totals
+from filterlib.replay.stats import pull_positions, stats_rows, sum_counts, totals
 
 
 def code(outcome: str, fp: bool = False, tested: bool | None = None) -> int:
@@ -42,6 +42,16 @@ def test_pieces_of_queues_add_up_and_the_queue_counts_once() -> None:
     assert a["bytes_delivered"] == 120
     assert a["bytes_filtered_on_broker"] == 200 + 300 + 10 + 5
     assert totals(summed) == (6 + 1, 2, 6 + 2)
+
+
+def test_a_position_is_the_furthest_pull_of_the_queues_pieces_and_their_pulls() -> None:
+    delivered = code(vocab.DELIVERED, tested=True)
+    q0a = piece([delivered], [1], [1, 0], [FOUND, NO_MATCHED_MESSAGE], True)
+    q0b = piece([delivered], [1], [1, 0, 0], [FOUND, FOUND, OFFSET_OVERFLOW_ONE], False)
+    idle = piece([], [], [], [], True)  # a member's piece it never pulled
+    positions = pull_positions([(0, 3, 800, q0a), (0, 3, 1200, q0b), (1, 3, 400, q0a), (2, 3, None, idle)])
+    assert positions == {(0, 3): (1200, 5), (1, 3): (400, 2)}
+    assert pull_positions([(0, 3, 1200, q0b), (0, 3, 800, q0a)]) == {(0, 3): (1200, 5)}  # in any order
 
 
 def test_rows_carry_the_plan_the_rates_and_zeros_for_a_plan_that_never_pulled() -> None:

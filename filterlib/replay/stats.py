@@ -26,6 +26,22 @@ def sum_counts(pieces: Iterable[tuple[int, Sequence[int]]]) -> dict[int, dict[st
     return {i: dict(zip(COUNT_FIELDS, (int(x) for x in v), strict=True)) for i, v in totals.items()}
 
 
+def pull_positions(pieces: Iterable[tuple[int, int, int | None, Sequence[int]]]
+                   ) -> dict[tuple[int, int], tuple[int, int]]:
+    """{(subscription index, queue id): (furthest next_begin_offset, pulls)} over the (subscription index, queue id,
+    the piece's furthest next_begin_offset or None, COUNT_FIELDS vector) of each piece: where each subscription's
+    pulls left each queue it pulled (pull_positions), a piece without a pull adding nothing."""
+    pulls = COUNT_FIELDS.index("pulls")
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for index, queue_id, furthest, vector in pieces:
+        if furthest is None or not vector[pulls]:
+            continue
+        key = (index, queue_id)
+        before = out.get(key, (furthest, 0))
+        out[key] = (max(before[0], furthest), before[1] + int(vector[pulls]))
+    return out
+
+
 def stats_rows(plans: Sequence[Plan], counts: Mapping[int, Mapping[str, int]], positions: Mapping[int, int],
                dump_id: str, start: str, error_rate_percent: int) -> list[dict]:
     """One group_stats row per plan: the plan's words, its counts (0 where it pulled nothing), the bloom false
