@@ -564,10 +564,18 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     per_file = 0 if _pages_rocksdb(store) else max(1, store.conf.mappedFileSizeConsumeQueue // CQ_STORE_UNIT_SIZE)
     size = piece_size(per_file, inputs.piece_units)
     summary.queues = len(bounds)
-    lows = spark.createDataFrame([(t, q, lo) for t, q, lo, _ in bounds], "topic string, queue_id int, min_offset long")
-    piece = (F.floor(F.col("queue_offset") / size) if size else F.lit(0)).cast("long")
     froms = [] if carried is None or not per_file else [
         (t, q, at) for t, q, _lo, _hi in bounds if (at := replay_from(carried.plans, carried.starts, t, q)) is not None]
+    firsts = {(t, q): at for t, q, at in froms}
+
+    def base(t: str, q: int, lo: int) -> int:
+        """Where the queue's pieces are counted from: the file holding its first unit replayed, so a continued
+        run's few new units make as few pieces as a fresh run's (each piece costs every subscription a call)."""
+        return firsts.get((t, q), lo) // per_file * per_file if per_file else 0
+
+    lows = spark.createDataFrame([(t, q, lo, base(t, q, lo)) for t, q, lo, _ in bounds],
+                                 "topic string, queue_id int, min_offset long, piece_base long")
+    piece = (F.floor((F.col("queue_offset") - F.col("piece_base")) / size) if size else F.lit(0)).cast("long")
     least = None
     if carried is not None and files is not None:
         cq, least = _past_starts(spark, inputs, topics, cq, files, bounds, froms)
@@ -580,7 +588,8 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
         F.lit(None).cast("long").alias("end_offset"), "queue_offset", "commit_log_offset", "size", "tags_code",
         F.lit(True).alias("tags_code_legal"), F.col("msg_store_time").isNotNull().alias("has_ext"),
         F.col("msg_store_time").alias("ext_store_time"), "filter_bitmap")
-    ends = spark.createDataFrame([(t, q, hi // size if size else 0, lo, per_file, hi) for t, q, lo, hi in bounds],
+    ends = spark.createDataFrame([(t, q, (hi - base(t, q, lo)) // size if size else 0, lo, per_file, hi)
+                                  for t, q, lo, hi in bounds],
                                  "topic string, queue_id int, piece long, min_offset long, units_per_file long, "
                                  "end_offset long")
     return units.unionByName(ends, allowMissingColumns=True), least

@@ -297,7 +297,8 @@ def test_job2_continued_over_live_copies_equals_the_real_pull_of_each_window(spa
                                                                               ) -> None:
     """After each copy, job 2 continues: its new decisions and pulls are the real broker's pull over that copy
     started where the previous window's pulls stopped (PROTOCOL.md, pull: startOffsets), G_TAG's changed
-    subscription from the third copy on included."""
+    subscription from the third copy on included. Each queue is replayed in pieces of two 10-unit consumequeue files
+    (`--piece-units 15`), counted from the file where the window's first pull starts."""
     from support.filters import HARNESS_OUTCOMES
 
     from jobs import simulate_pull
@@ -317,7 +318,7 @@ def test_job2_continued_over_live_copies_equals_the_real_pull_of_each_window(spa
                       for r in read_dump(spark, wh, "pull_positions", "b").collect()}
         assert _harness_job1(spark, str(h["copies"][name]), wh, h["conf"], "--broker", "b") == 0, name
         assert simulate_pull.main(["--warehouse", wh, "--broker", "b", "--broker-conf", h["conf"],
-                                   "--subscriptions", str(path)], spark) == 0, name
+                                   "--subscriptions", str(path), "--piece-units", "15"], spark) == 0, name
         truth = refharness.pull({"storeDir": str(h["copies"][name]), "broker": sc["broker"], "store": sc["store"],
                                  "subscriptions": [dict(s, startOffsets={str(q): o for (g, q), o in stops.items()
                                                                          if g == s["group"]}) for s in subs]})

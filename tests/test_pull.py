@@ -105,9 +105,10 @@ def test_filter_scan_limit_per_call():
     assert wide.next_begin_offset.tolist()[0] == 1000
 
 
-def _pieces(min_offset: int, n: int, size: int) -> list[tuple[int, int]]:
-    """[begin, end) runs of whole files of `size` units over the queue [min_offset, min_offset + n)."""
-    cuts = list(range((min_offset // size + 1) * size, min_offset + n, size))
+def _pieces(min_offset: int, n: int, size: int, base: int = 0) -> list[tuple[int, int]]:
+    """[begin, end) runs of whole files of `size` units over the queue [min_offset, min_offset + n), cut at
+    base + k * size (`base` a file boundary: where job 2 counts a queue's pieces from)."""
+    cuts = list(range(base + ((min_offset - base) // size + 1) * size, min_offset + n, size))
     edges = [min_offset, *cuts, min_offset + n]
     return list(zip(edges[:-1], edges[1:], strict=True))
 
@@ -128,11 +129,11 @@ def test_a_queue_paged_in_pieces_of_whole_files_gives_the_same_calls(seed):
                             max(0, min_offset - 1)]))
     config = PullConfig(batch_size=int(rng.choice([1, 8, 32, 1000])))
     whole = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, per_file, config)
-    for files in (1, 2, 5):
+    for files, base in ((1, 0), (2, 0), (5, 0), (2, per_file), (5, 3 * per_file)):
         got = {k: [] for k in ("request_offset", "status", "next_begin_offset", "message_count",
                                "filter_message_count")}
         unit_call = []
-        pieces = _pieces(min_offset, n, files * per_file) if n else [(min_offset, min_offset)]
+        pieces = _pieces(min_offset, n, files * per_file, base) if n else [(min_offset, min_offset)]
         for begin, end in pieces:
             i, j = begin - min_offset, end - min_offset
             calls = replay_pulls(start, begin, sizes[i:j], cq_pass[i:j], cl_pass[i:j], per_file, config,
@@ -142,7 +143,7 @@ def test_a_queue_paged_in_pieces_of_whole_files_gives_the_same_calls(seed):
             for k in got:
                 got[k] += getattr(calls, k).tolist()
         for k in got:
-            assert got[k] == getattr(whole, k).tolist(), (k, files)
+            assert got[k] == getattr(whole, k).tolist(), (k, files, base)
         assert unit_call == whole.unit_call.tolist()
 
 
