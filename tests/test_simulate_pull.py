@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -122,17 +123,12 @@ def _harness_side(name: str) -> tuple[dict, Path | None, dict, dict | None]:
 
 @pytest.fixture(scope="module")
 def replayed(spark, tmp_path_factory) -> dict:
-    """Each scenario: its harness store, job 1 then job 2 run over it, and the real pull replay of it. The harness
-    runs go ahead in threads while the jobs run: each harness JVM spends seconds asleep (DefaultMessageStore's
-    shutdown waits 3 s), time the jobs use."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Each scenario: its harness store, job 1 then job 2 run over it, and the real pull replay of it (the harness
+    runs going ahead in threads while the jobs run: `refharness.ahead`)."""
     out = {}
     wh = str(tmp_path_factory.mktemp("warehouse"))
-    with ThreadPoolExecutor(3) as pool:
-        ahead = {name: pool.submit(_harness_side, name) for name in SCENARIOS}
-        for name, make in SCENARIOS.items():
-            out[name] = _replay_scenario(spark, tmp_path_factory, wh, name, make, *ahead[name].result())
+    for name, harness in refharness.ahead({name: partial(_harness_side, name) for name in SCENARIOS}):
+        out[name] = _replay_scenario(spark, tmp_path_factory, wh, name, SCENARIOS[name], *harness)
     out["warehouse"] = wh
     return out
 
