@@ -15,8 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -119,17 +117,6 @@ def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False, ver
                                f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
         done.write_text("ok")
     return out_dir
-
-
-def ahead(work: Mapping[str, Callable[[], Any]], threads: int = 3) -> Iterator[tuple[str, Any]]:
-    """Each item's harness work (store and pull runs that need nothing from the jobs) started at once in threads,
-    and (name, its result) yielded in `work`'s order as the caller reaches it: each harness JVM spends seconds asleep
-    (DefaultMessageStore.shutdown() sleeps 3 s), time the caller's job runs use. Same-key runs wait on each other
-    (`run`'s lock)."""
-    with ThreadPoolExecutor(threads) as pool:
-        futures = {name: pool.submit(fn) for name, fn in work.items()}
-        for name, future in futures.items():
-            yield name, future.result()
 
 
 def eval_cases(cases: list[dict], version: str = DEFAULT_VERSION) -> list[dict]:

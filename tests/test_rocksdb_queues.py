@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 from collections import defaultdict
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -49,23 +48,15 @@ def rocksdb_conf(path: Path, report: dict) -> str:
     return conf
 
 
-def _harness_side(name: str) -> tuple[dict, Path, dict, dict]:
-    """A scenario on a RocksDB store as the harness writes it (its run and report) and the real pull over it."""
-    scenario = rocksdb(SCENARIOS[name]())
-    run = refharness.write_store(scenario, version_of(name))
-    report = json.loads((run / "report.json").read_text())
-    truth = refharness.pull({"storeDir": str(run / "store"), "broker": report["broker"], "store": report["store"],
-                             "subscriptions": scenario["subscriptions"]}, version_of(name))
-    return scenario, run, report, truth
-
-
 @pytest.fixture(scope="module")
 def rocks(spark, tmp_path_factory) -> dict:
     """Each scenario on a RocksDB store: job 1 (with --verify), job 2, and the real pull replay of the store."""
     out = {}
     wh = str(tmp_path_factory.mktemp("warehouse"))
-    for name, (scenario, run, report, truth) in refharness.ahead({name: partial(_harness_side, name)
-                                                                  for name in SCENARIOS}):
+    for name, make in SCENARIOS.items():
+        scenario = rocksdb(make())
+        run = refharness.write_store(scenario, version_of(name))
+        report = json.loads((run / "report.json").read_text())
         tmp = tmp_path_factory.mktemp(name)
         conf = rocksdb_conf(tmp / "broker.conf", report)
         subs = subscriptions_file(tmp / "subs.json", scenario["subscriptions"])
@@ -75,6 +66,8 @@ def rocks(spark, tmp_path_factory) -> dict:
         built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args + ["--verify"])))
         summary = simulate_pull.run(spark, simulate_pull.validate(
             simulate_pull.parser().parse_args(args + ["--subscriptions", subs])))
+        truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
+                                 "subscriptions": scenario["subscriptions"]}, version_of(name))
         out[name] = {"scenario": scenario, "run": run, "report": report, "built": built, "summary": summary,
                      "truth": truth, "args": args + ["--subscriptions", subs], "store": store, "conf": conf}
     out["warehouse"] = wh

@@ -10,7 +10,6 @@ import shutil
 import struct
 import subprocess
 import sys
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -96,68 +95,42 @@ def one_queue_scenario(seed: int) -> dict:
     return scenario
 
 
-def _version(name: str) -> str:
-    return "5.5.1" if name.endswith("_551") else refharness.DEFAULT_VERSION
-
-
-def _truth(store: str, scenario: dict, report: dict, version: str) -> dict:
-    """The real pull replay of a store (the harness's `pull` mode)."""
-    return refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
-                            "subscriptions": scenario["subscriptions"]}, version)
-
-
-def _harness_side(name: str) -> tuple[dict, Path | None, dict, dict | None]:
-    """What a scenario needs of the harness and nothing of the jobs: its scenario, store run and report, and the
-    real pull over that store (None for a store the fixture rewrites first)."""
-    make, version = SCENARIOS[name], _version(name)
-    if make is None:  # the bundled demo dump, with its own broker.conf and subscriptions file
-        scenario = json.loads((DEMO / "scenario.json").read_text())
-        report = {"broker": scenario["broker"], "store": scenario["store"]}
-        return scenario, None, report, _truth(str(DEMO / "dump"), scenario, report, version)
-    scenario = make()
-    run = refharness.write_store(scenario, version)
-    report = json.loads((run / "report.json").read_text())
-    truth = None if name in REWRITTEN else _truth(str(run / "store"), scenario, report, version)
-    return scenario, run, report, truth
-
-
 @pytest.fixture(scope="module")
 def replayed(spark, tmp_path_factory) -> dict:
-    """Each scenario: its harness store, job 1 then job 2 run over it, and the real pull replay of it (the harness
-    runs going ahead in threads while the jobs run: `refharness.ahead`)."""
+    """Each scenario: its harness store, job 1 then job 2 run over it, and the real pull replay of it."""
     out = {}
     wh = str(tmp_path_factory.mktemp("warehouse"))
-    for name, harness in refharness.ahead({name: partial(_harness_side, name) for name in SCENARIOS}):
-        out[name] = _replay_scenario(spark, tmp_path_factory, wh, name, SCENARIOS[name], *harness)
+    for name, make in SCENARIOS.items():
+        version = "5.5.1" if name.endswith("_551") else refharness.DEFAULT_VERSION
+        if make is None:  # the bundled demo dump, with its own broker.conf and subscriptions file
+            scenario = json.loads((DEMO / "scenario.json").read_text())
+            report = {"broker": scenario["broker"], "store": scenario["store"]}
+            conf, subs, store = str(DEMO / "broker.conf"), str(DEMO / "subscriptions.json"), str(DEMO / "dump")
+        else:
+            scenario = make()
+            run = refharness.write_store(scenario, version)
+            report = json.loads((run / "report.json").read_text())
+            tmp = tmp_path_factory.mktemp(name)
+            conf = broker_conf(tmp / "broker.conf", report["broker"], report["store"])
+            subs = subscriptions_file(tmp / "subs.json", scenario["subscriptions"])
+            store = str(run / "store")
+            if name in REWRITTEN:
+                shutil.copytree(store, tmp / "store")
+                REWRITTEN[name](tmp / "store", json.loads((run / "listing.json").read_text()))
+                store = str(tmp / "store")
+        args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name,
+                "--broker-version", version]
+        bodies = ["--bodies"] if make is None else []  # the demo's bodies in the warehouse; the others' in the dump
+        built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args + bodies)))
+        pull_args = args + ["--subscriptions", subs] + ([] if name in WHOLE else ["--piece-units", "1"])
+        summary = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(pull_args)))
+        truth = refharness.pull({"storeDir": store, "broker": report["broker"], "store": report["store"],
+                                 "subscriptions": scenario["subscriptions"]}, version)
+        out[name] = {"summary": summary, "built": built, "truth": truth, "args": args + ["--subscriptions", subs],
+                     "pull_args": pull_args,
+                     "store": store, "report": report}
     out["warehouse"] = wh
     return out
-
-
-def _replay_scenario(spark, tmp_path_factory, wh: str, name: str, make, scenario: dict, run: Path | None,
-                     report: dict, truth: dict | None) -> dict:
-    """Job 1 then job 2 over one scenario's store, beside the real pull of it."""
-    version = _version(name)
-    if make is None:
-        conf, subs, store = str(DEMO / "broker.conf"), str(DEMO / "subscriptions.json"), str(DEMO / "dump")
-    else:
-        tmp = tmp_path_factory.mktemp(name)
-        conf = broker_conf(tmp / "broker.conf", report["broker"], report["store"])
-        subs = subscriptions_file(tmp / "subs.json", scenario["subscriptions"])
-        store = str(run / "store")
-        if name in REWRITTEN:
-            shutil.copytree(store, tmp / "store")
-            REWRITTEN[name](tmp / "store", json.loads((run / "listing.json").read_text()))
-            store = str(tmp / "store")
-    args = ["--store", store, "--warehouse", wh, "--broker-conf", conf, "--dump-id", name,
-            "--broker-version", version]
-    bodies = ["--bodies"] if make is None else []  # the demo's bodies in the warehouse; the others' in the dump
-    built = build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args + bodies)))
-    pull_args = args + ["--subscriptions", subs] + ([] if name in WHOLE else ["--piece-units", "1"])
-    summary = simulate_pull.run(spark, simulate_pull.validate(simulate_pull.parser().parse_args(pull_args)))
-    if truth is None:  # a rewritten store: pulled once rewritten
-        truth = _truth(store, scenario, report, version)
-    return {"summary": summary, "built": built, "truth": truth, "args": args + ["--subscriptions", subs],
-            "pull_args": pull_args, "store": store, "report": report}
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
