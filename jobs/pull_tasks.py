@@ -26,6 +26,7 @@ from filterlib.store import fs as sfs
 from filterlib.store.dumpqueue import read_chunks, units_per_file
 from filterlib.store.properties_text import text_column
 from filterlib.store.storedir import StoreDir
+from jobs.delta_files import constant
 from jobs.delta_io import PARTITION
 from jobs.schemas import spark_ddl
 
@@ -388,10 +389,9 @@ def _with_head(t: pa.Table, topic: str, queue_id: int, schema: pa.Schema) -> pa.
     """t's columns under the table's schema but its partition column (write_part's directory holds dump_id) and
     `copy` (write_part's target holds it), topic and queue_id filled in."""
     n = t.num_rows
-    fill = {"topic": topic, "queue_id": queue_id}
+    fill = {"topic": constant(topic, n), "queue_id": pa.array(np.full(n, queue_id, dtype=np.int32))}
     fields = [f for f in schema if f.name not in (PARTITION, tables.COPY.name)]
-    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else
-            pa.array([fill[f.name]] * n, f.type) for f in fields]
+    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else fill[f.name] for f in fields]
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
@@ -447,10 +447,7 @@ def _counts_part(out: matrix.QueueOutput, topic: str, queue_id: int) -> pa.Table
 
 
 def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array]) -> pa.Table:
-    head = {"kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([kind]))
-            .cast(pa.string()),
-            "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic]))
-            .cast(pa.string()),
+    head = {"kind": constant(kind, n), "topic": constant(topic, n),
             "queue_id": pa.array(np.full(n, queue_id, dtype=np.int32))}
     arrays = [head[f.name] if f.name in head else cols[f.name] if f.name in cols else pa.nulls(n, f.type)
               for f in OUT_SCHEMA]
