@@ -205,7 +205,18 @@ def _topic_filters(ctx: PullContext) -> dict[str, list[tuple[Plan, object, objec
                 by_topic.setdefault(plan.topic, []).append((plan, None, None))
         _filters.clear()
         _filters[key] = by_topic
+        _caches.clear()
     return _filters[key]
+
+
+_caches: dict[str, dict] = {}
+
+
+def _engine_cache(ctx: PullContext) -> dict:
+    """What the engine keeps between a worker's pieces of the same run (the filters' code tables, layouts), tied
+    to the filters `_topic_filters` built."""
+    _topic_filters(ctx)
+    return _caches.setdefault(ctx.key, {})
 
 
 def _slots(entries: list) -> list:
@@ -361,7 +372,8 @@ def replay_queues(ctx: PullContext, decisions: Any = None):
                     p.batch_size, own) for p, f, own in entries if p.pulls(queue_id)]
         real, cand = ctx.widths.get(topic, (0, 0))
         out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
-                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), span=span, slots=slots)
+                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), _engine_cache(ctx),
+                                  span=span, slots=slots)
         for index in out.counts:
             if f"{index}:{queue_id}" in ctx.continued:
                 out.counts[index][QUEUES] = 0

@@ -1,5 +1,6 @@
 """`filterlib.engine.decide`: the broker's layers over whole sets of units give, unit for unit, what the row
-function `message_filter.decide` gives and what the real broker's pull replay recorded (harness pull.json)."""
+function `message_filter.decide` gives and what the real broker's pull replay recorded (harness pull.json); the
+codes by table (`filterlib.replay.codes.by_table`) are the codes of those decisions."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from filterlib.engine.decide import REASONS, Units, decide_units, layout_of, mes
 from filterlib.engine.verdicts import assign, from_arrow, to_arrow
 from filterlib.message_filter import ExtUnit, decide
 from filterlib.registry import compile_filter
+from filterlib.replay import codes
 
 
 def with_verdicts(units: Units, filters: list) -> Units:
@@ -36,9 +38,13 @@ def compare(run: dict, manager) -> tuple[int, list]:
         units, rows = units_of(sub_row, records)
         got = decide_units(f, units)
         details = got.details(np.arange(len(rows))).to_pylist()  # the set-at-a-time column the job writes
-        by_verdicts = decide_units(f, with_verdicts(units, [f]))
+        verdict_units = with_verdicts(units, [f])
+        by_verdicts = decide_units(f, verdict_units)
         if by_verdicts.details(np.arange(len(rows))).to_pylist() != details:
             problems.append((sub_row["group"], "verdicts' details differ"))
+        by_table = codes.by_table(f, verdict_units, 0, {})
+        if by_table is None or not np.array_equal(by_table, codes.encode(by_verdicts)):
+            problems.append((sub_row["group"], "the codes by table differ from the decisions' codes"))
         for i, u in enumerate(rows):
             compared += 1
             if details[i] != got.row(i)[3]:
@@ -103,3 +109,58 @@ def test_every_consume_queue_branch_in_one_batch():
         assert [REASONS[r] for r in reason] == [w.reason for w in want]
         assert list(matched) == [w.matched for w in want]
     assert REASONS.index("not_in_live") in reason and REASONS.index("bloom_hit") in consume_queue_layer(f, units)[1]
+
+
+def _random_units(rng: np.random.Generator, n: int, hit: bytes, tags_code: int) -> Units:
+    """Units over every consume-queue branch a filter can meet: no ext, born-time edges, no bitmap, short bitmaps,
+    the filter's own bits or none, illegal and other tags codes; messages with and without TAGS and properties."""
+    width = len(hit)
+    lengths = rng.choice([-1, width - 1, width, width, width], n).astype(np.int64)
+    bitmaps = np.zeros((n, width), dtype=np.uint8)
+    full = rng.random(n) < 0.5
+    bitmaps[full] = np.frombuffer(hit, dtype=np.uint8)
+    bitmaps[~full] = rng.integers(0, 256, (int((~full).sum()), width), dtype=np.uint8) & rng.integers(
+        0, 2, (int((~full).sum()), 1), dtype=np.uint8) * 255
+    props = [[] if rng.random() < 0.2 else [("a", str(rng.choice(["0", "1", "2", "3", "x"])))] for _ in range(n)]
+    tags = [None if rng.random() < 0.2 else str(rng.choice(["TagA", "TagB", "Aa"])) for _ in range(n)]
+    codes = np.where(rng.random(n) < 0.5, tags_code, rng.integers(-5, 5, n)).astype(np.int64)
+    return Units(codes, rng.random(n) < 0.9, rng.random(n) < 0.9, rng.choice([999, 1000, 1001, 5000], n),
+                 bitmaps, lengths, pa.array(props, MAP), pa.array(tags, pa.string()))
+
+
+def test_the_consume_queue_layer_and_the_codes_by_table_over_random_units():
+    """The consume-queue layer gives each unit the row function's branch, and `codes.by_table` gives every unit the
+    code `encode(decide_units(...))` gives it, for each kind of filter
+    (SQL92 with and without bloom data, a TAG set, every tag, no subscription), its table filled as combinations
+    first appear and reused; a unit whose body does not decode leaves the decision to the general way."""
+    from filterlib.engine.decide import consume_queue_layer
+    from filterlib.message_filter import ExpressionMessageFilter
+    from filterlib.tags import build_subscription, tags_code
+
+    rng = np.random.default_rng(7)
+    m, data, _, hit = sql_setup(born=1000)
+    data = dataclasses.replace(data, compiled=compile_filter("SQL92", "a > 1"))  # every SQL92 state, by message
+    sql = ExpressionMessageFilter(build_subscription("a > 1", "SQL92", "T"), data, m.bloom_filter)
+    no_bloom = dataclasses.replace(data, compiled=compile_filter("SQL92", "a BETWEEN 1 AND 2"), bloom_filter_data=None)
+    filters = [sql, ExpressionMessageFilter(sql.subscription, no_bloom, m.bloom_filter),
+               ExpressionMessageFilter(build_subscription("TagA || Aa", "TAG", "T"), None, m.bloom_filter),
+               ExpressionMessageFilter(build_subscription("*", "TAG", "T"), None, m.bloom_filter),
+               ExpressionMessageFilter(None, None, m.bloom_filter)]
+    tables: dict = {}
+    for round_ in range(3):
+        units = with_verdicts(_random_units(rng, 400, hit, tags_code("TagA")), filters)
+        for slot, f in enumerate(filters):
+            matched, reason = consume_queue_layer(f, units)
+            for i in range(len(units)):  # the consume-queue layer is the row function's, unit for unit
+                tc = int(units.tags_code[i]) if units.tags_code_legal[i] else None
+                bitmap = bytes(units.bitmaps[i, :units.bitmap_length[i]]) if units.bitmap_length[i] >= 0 else None
+                want = f.check_consume_queue(tc, ExtUnit(tc, int(units.ext_store_time[i]), bitmap)
+                                             if units.has_ext[i] else None)
+                assert (bool(matched[i]), REASONS[reason[i]]) == (want.matched, want.reason), (slot, i)
+            want = codes.encode(decide_units(f, units))
+            got = codes.by_table(f, units, slot, tables)
+            assert got is not None and np.array_equal(got, want), (round_, slot)
+    assert len(tables) == len(filters)
+    assert all((t >= 0).sum() >= 2 for _, t in tables.values())
+    lost = dataclasses.replace(units, decode_errors=pa.array(["bad body"] + [None] * (len(units) - 1)))
+    assert codes.by_table(sql, lost, 0, tables) is None

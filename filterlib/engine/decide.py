@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
@@ -144,33 +145,60 @@ def consume_queue_layer(f: mf.ExpressionMessageFilter, u: Units) -> tuple[np.nda
     if data.bloom_filter_data is None:
         return np.ones(n, dtype=bool), _codes(n, "no_bloom_data")
     matched = np.ones(n, dtype=bool)
-    reason = np.full(n, -1, dtype=np.int8)
-    todo = np.ones(n, dtype=bool)
-
-    def settle(mask, why: str) -> None:
-        hit = todo & mask
-        reason[hit] = _R[why]
-        todo[hit] = False
-
-    settle(~u.has_ext, "ext_null")
-    settle(u.ext_store_time <= data.born_time, "not_in_live")
-    settle(u.bitmap_length < 0, "bitmap_null")
-    if not f.bloom_data_valid:
-        settle(True, "bloom_data_invalid")
-        return matched, reason
-    settle(u.bitmap_length * 8 != data.bloom_filter_data.bit_num, "bitmap_length_mismatch")
-    positions = np.asarray(data.bloom_filter_data.bit_pos, dtype=np.int64)
-    width = u.bitmaps.shape[1] if u.bitmaps.ndim == 2 else 0
-    if todo.any() and (positions.min() < 0 or positions.max() >= width * 8):
-        settle(True, "bloom_error")
-        return matched, reason
-    if todo.any():
-        rows = np.flatnonzero(todo)
-        bits = u.bitmaps[rows][:, positions >> 3] & (np.uint8(1) << (positions & 7).astype(np.uint8))
-        hit = (bits != 0).all(axis=1)
-        matched[rows] = hit
-        reason[rows] = np.where(hit, np.int8(_R["bloom_hit"]), np.int8(_R["bloom_miss"]))
+    reason = np.empty(n, dtype=np.int8)
+    bitmaps = u.bitmaps if u.bitmaps.ndim == 2 else np.zeros((n, 0), np.uint8)
+    _bloom_branches(np.asarray(u.has_ext, dtype=bool), np.asarray(u.ext_store_time, dtype=np.int64),
+                    np.asarray(u.bitmap_length, dtype=np.int64), bitmaps, int(data.born_time), bool(f.bloom_data_valid),
+                    int(data.bloom_filter_data.bit_num), np.asarray(data.bloom_filter_data.bit_pos, dtype=np.int64),
+                    _BLOOM_BRANCHES, matched, reason)
     return matched, reason
+
+
+_BLOOM_BRANCHES = np.array([_R[name] for name in ("ext_null", "not_in_live", "bitmap_null", "bloom_data_invalid",
+                                                  "bitmap_length_mismatch", "bloom_error", "bloom_hit", "bloom_miss")],
+                           dtype=np.int8)
+
+
+@njit(cache=True)
+def _bloom_branches(has_ext, store_time, length, bitmaps, born, valid, bit_num, positions, branch, matched, reason):
+    """The consume-queue layer of an SQL92 filter with bloom data, per unit in the broker's branch order: no ext
+    unit, stored before the filter was born, no bitmap, the bloom data invalid, a bitmap of another length; then,
+    for the units left, a bloom error if a bit position lies beyond the bitmaps, else every position set or not
+    (`branch`: those eight reasons' codes). Sets matched False where the bloom test misses."""
+    left = False
+    for i in range(len(has_ext)):
+        if not has_ext[i]:
+            reason[i] = branch[0]
+        elif store_time[i] <= born:
+            reason[i] = branch[1]
+        elif length[i] < 0:
+            reason[i] = branch[2]
+        elif not valid:
+            reason[i] = branch[3]
+        elif length[i] * 8 != bit_num:
+            reason[i] = branch[4]
+        else:
+            reason[i] = -1
+            left = True
+    if not left:
+        return
+    beyond = False
+    for p in positions:
+        if p < 0 or p >= bitmaps.shape[1] * 8:
+            beyond = True
+    for i in range(len(has_ext)):
+        if reason[i] != -1:
+            continue
+        if beyond:
+            reason[i] = branch[5]
+            continue
+        hit = True
+        for p in positions:
+            if bitmaps[i, p >> 3] & (1 << (p & 7)) == 0:
+                hit = False
+                break
+        matched[i] = hit
+        reason[i] = branch[6] if hit else branch[7]
 
 
 @dataclass
@@ -302,12 +330,20 @@ def decide_units(f: mf.ExpressionMessageFilter, u: Units, engine_cache: dict | N
     for the group): the member's own filter. The client re-checks tags against the member's own subscription
     (MEMBER_RECHECK_DROP where only the kept one would keep the message), and a unit the broker dropped that the
     member's own subscription delivers is FILTERED_BY_OTHER_MEMBER."""
+    cq_ok, reason = consume_queue_layer(f, u)
+    return decide_after_consume_queue(f, u, cq_ok, reason, engine_cache, own)
+
+
+def decide_after_consume_queue(f: mf.ExpressionMessageFilter, u: Units, cq_ok: np.ndarray, reason: np.ndarray,
+                               engine_cache: dict | None = None,
+                               own: mf.ExpressionMessageFilter | None = None) -> Decisions:
+    """`decide_units` once the consume-queue layer gave (matched, reason code) per unit: the commit-log layer and
+    the client's re-check on what it passed (`reason` is taken over as the decisions' branch)."""
     n = len(u)
     outcome = np.full(n, _O[vocab.DELIVERED], dtype=np.int8)
     layer = np.full(n, _L[vocab.CONSUME_QUEUE], dtype=np.int8)
     sql_state = np.full(n, -1, dtype=np.int8)
     bloom_fp = np.zeros(n, dtype=bool)
-    cq_ok, reason = consume_queue_layer(f, u)
     cq_reason = reason.copy()
     outcome[~cq_ok] = np.where(reason[~cq_ok] == _R["bloom_miss"], np.int8(_O[vocab.BLOOM_MISS]),
                                np.int8(_O[vocab.TAG_HASH_MISS]))

@@ -27,15 +27,28 @@ def tags_codes(tags: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray
     return ext[col.codes], col.codes != MISSING
 
 
+@njit(cache=True)
+def _tag_hits(codes, legal, wanted, out):
+    """out[i]: unit i's tagsCode, as the int the broker compares, is one of `wanted`, or it is null (not legal)."""
+    for i in range(len(codes)):
+        hit = not legal[i]
+        if not hit:
+            c = np.int64(np.int32(codes[i]))
+            for w in wanted:
+                if c == w:
+                    hit = True
+                    break
+        out[i] = hit
+
+
 def tag_hash_check(codes: np.ndarray, sub: Subscription, legal: np.ndarray | None = None) -> np.ndarray:
     """`isMatchedByConsumeQueue` for a tag subscription per unit; `legal` False is a null tagsCode (passes)."""
     n = len(codes)
     if sub.sub_string == SUB_ALL:
         return np.ones(n, dtype=bool)
-    wrapped = np.asarray(codes, dtype=np.int64).astype(np.int32).astype(np.int64)
-    hit = np.isin(wrapped, np.fromiter(sub.codes, dtype=np.int64, count=len(sub.codes)))
-    if legal is not None:
-        hit |= ~np.asarray(legal, dtype=bool)
+    hit = np.empty(n, dtype=bool)
+    _tag_hits(np.asarray(codes, dtype=np.int64), np.ones(n, bool) if legal is None else np.asarray(legal, dtype=bool),
+              np.fromiter(sub.codes, dtype=np.int64, count=len(sub.codes)), hit)
     return hit
 
 

@@ -24,7 +24,7 @@ RAISES = -2
 """The commit-log branch of a retry filter over a message without RETRY_TOPIC: the broker throws (the replay raises
 `BrokerFilterError` where such a unit reaches that layer)."""
 _RAISES_BYTE = 0x3F
-_STATE_OF = np.full(64, -1, dtype=np.int8)
+_STATE_OF = np.full(256, -1, dtype=np.int8)  # by branch code as a byte (RAISES too)
 for _state, _name in enumerate(("sql_false", "sql_true", "sql_null", "sql_error")):  # results.FALSE .. ERROR
     _STATE_OF[vocab.REASONS.index(_name)] = _state
 if len(vocab.REASONS) >= _RAISES_BYTE:
@@ -32,6 +32,11 @@ if len(vocab.REASONS) >= _RAISES_BYTE:
 FIELDS = (pa.field("verdicts", pa.binary()), pa.field("verdict_errors", pa.string()),
           pa.field("tags_missing", pa.bool_()))
 """The columns that carry a message's verdicts (`to_arrow`)."""
+
+
+def sql_states(reason: np.ndarray) -> np.ndarray:
+    """The SQL92 state (results.FALSE .. ERROR) a commit-log branch stands for, -1 for a branch that ran none."""
+    return _STATE_OF[np.asarray(reason, dtype=np.int8).view(np.uint8)]
 
 
 @dataclass
@@ -187,7 +192,7 @@ def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, lay
     keeps = [s for s, k in enumerate(layout.keep_bit) if k]
     if keeps:
         keep[keeps] = bits[at: at + len(keeps)] != 0
-    state = _STATE_OF[np.where(reason == RAISES, _RAISES_BYTE, reason)]
+    state = sql_states(reason)
     gone = np.flatnonzero(~valid)
     tags_gone = np.asarray(pc.fill_null(tags_missing, True).to_numpy(zero_copy_only=False), dtype=bool) if n else \
         np.zeros(0, bool)

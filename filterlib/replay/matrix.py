@@ -18,10 +18,22 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from filterlib import vocabulary as vocab
-from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions
-from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, STATUS_NAMES, PullConfig, Span, pull_queue
+from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, decide_units, take_units
+from filterlib.replay import codes as C
+from filterlib.replay.codes import CODES, encode
+from filterlib.replay.paging import (
+    FOUND,
+    NO_MATCHED_MESSAGE,
+    STATUS_NAMES,
+    PullConfig,
+    Span,
+    passes,
+    pull_queue,
+    replay_pulls,
+)
 from filterlib.replay.plans import Plan
 from filterlib.replay.rows import DECISIONS_SCHEMA, PULLS_SCHEMA, UNIT_FIELDS, pulls_table, units_from_table
 
@@ -35,51 +47,6 @@ subscription tested it, and one decision code per subscription position (0: not 
 DETAILS_SCHEMA = pa.schema([("plan", pa.int32()), ("queue_offset", pa.int64()), ("detail", pa.string())])
 """Per decision whose detail the code does not give: an evaluation error's `JavaClass: message`, or why the
 client's decode lost the message."""
-
-CODES = vocab.DECISION_CODES
-_NR, _NL, _NO = len(REASONS), len(LAYERS), len(OUTCOMES)
-_R = {name: i for i, name in enumerate(REASONS)}
-_SQL = {v: i for i, v in enumerate(vocab.SQL_VALUES)}
-
-
-def _key(outcome, layer, reason, cq_reason, sql_state):
-    return (((outcome.astype(np.int64) * _NL + layer) * _NR + reason) * _NR + cq_reason) * 5 + (sql_state + 1)
-
-
-def _lookup() -> np.ndarray:
-    lut = np.full(_NO * _NL * _NR * _NR * 5, -1, dtype=np.int16)
-    for c in CODES[1:]:
-        if c.cq_reason is None:  # NEVER_PULLED: given to a whole queue, never encoded from the engine's branches
-            continue
-        key = _key(np.array([OUTCOMES.index(c.outcome)]), LAYERS.index(c.layer), _R[c.reason], _R[c.cq_reason],
-                   -1 if c.sql_value is None else _SQL[c.sql_value])
-        lut[key[0]] = c.code
-    return lut
-
-
-_LUT = _lookup()
-_OUTCOME = np.array([-1] + [OUTCOMES.index(c.outcome) for c in CODES[1:]], dtype=np.int8)
-_LAYER = np.array([-1] + [LAYERS.index(c.layer) for c in CODES[1:]], dtype=np.int8)
-_REASON = np.array([-1] + [_R[c.reason] for c in CODES[1:]], dtype=np.int8)
-_CQ_REASON = np.array([-1] + [-1 if c.cq_reason is None else _R[c.cq_reason] for c in CODES[1:]], dtype=np.int8)
-_SQL_STATE = np.array([-1] + [-1 if c.sql_value is None else _SQL[c.sql_value] for c in CODES[1:]], dtype=np.int8)
-_TESTED = np.array([c.bloom_tested for c in CODES], dtype=bool)
-_FP = np.array([c.bloom_false_positive for c in CODES], dtype=bool)
-
-
-def encode(d: Decisions) -> np.ndarray:
-    """Each unit's decision code (uint8); ValueError naming a combination the code table lacks."""
-    if d.cq_reason is None:
-        raise ValueError("decisions without the consume-queue branch cannot be encoded")
-    codes = _LUT[_key(d.outcome, d.layer, d.reason, d.cq_reason, d.sql_state)]
-    bad = np.flatnonzero((codes < 0) | (_FP[np.maximum(codes, 0)] != d.bloom_false_positive))
-    if len(bad):
-        i = int(bad[0])
-        raise ValueError(f"no decision code for outcome {OUTCOMES[d.outcome[i]]}, layer {LAYERS[d.layer[i]]}, reason "
-                         f"{REASONS[d.reason[i]]}, cq_reason {REASONS[d.cq_reason[i]]}, sql state "
-                         f"{int(d.sql_state[i])}, bloom false positive {bool(d.bloom_false_positive[i])}")
-    return codes.astype(np.uint8)
-
 
 def _detail_rows(d: Decisions) -> np.ndarray:
     """The units whose detail the code does not give (evaluation errors decided by the commit-log layer, client
@@ -115,6 +82,10 @@ def _count_weights() -> tuple[np.ndarray, np.ndarray]:
 
 
 _COUNT_UNITS, _COUNT_BYTES = _count_weights()
+_CQ_PASS, _CL_PASS = passes(C.LAYER, C.OUTCOME)
+_DETAIL = (C.SQL_STATE == vocab.SQL_VALUES.index("ERROR")) & (C.LAYER == LAYERS.index(vocab.COMMIT_LOG))
+"""Per code: its unit's detail is not given by the code (an evaluation error the commit-log layer decided on)."""
+_SQL_ERROR = vocab.SQL_VALUES.index("ERROR")
 _PULL_FIELDS = [COUNT_FIELDS.index(n) for n in ("pulls", "empty_pulls", "found_pulls", "queues")]
 
 
@@ -125,6 +96,12 @@ def counts(codes: np.ndarray, sizes: np.ndarray, message_count: np.ndarray, stat
     n = len(CODES)
     per_code = np.bincount(codes, minlength=n)[:n]
     per_bytes = np.bincount(codes, weights=sizes, minlength=n)[:n].astype(np.int64)
+    return _counts(per_code, per_bytes, message_count, status, first_call)
+
+
+def _counts(per_code: np.ndarray, per_bytes: np.ndarray, message_count: np.ndarray, status: np.ndarray,
+            first_call: bool) -> np.ndarray:
+    """`counts` from the units and bytes of each code."""
     out = _COUNT_UNITS @ per_code + _COUNT_BYTES @ per_bytes
     out[_PULL_FIELDS] = [len(status), int((message_count == 0).sum()), int((status == FOUND).sum()),
                          int(len(status) > 0 and first_call)]
@@ -159,6 +136,30 @@ def matrix_column(codes: np.ndarray) -> pa.Array:
     return fixed.cast(pa.binary())
 
 
+@njit(cache=True)
+def _passes_of(col, cq_table, cl_table, detail_table, cq_pass, cl_pass):
+    """Per unit, whether the consume-queue and the commit-log layer pass it, from its code (`passes` per code);
+    returns how many units' details their codes do not give."""
+    details = 0
+    for i in range(len(col)):
+        c = col[i]
+        cq_pass[i] = cq_table[c]
+        cl_pass[i] = cl_table[c]
+        details += detail_table[c]
+    return details
+
+
+@njit(cache=True)
+def _place(col, unit_call, sizes, placed, per_code, per_bytes):
+    """Each scanned unit's code placed (the plan's codes), counted (units and bytes) by code."""
+    for i in range(len(col)):
+        if unit_call[i] >= 0:
+            c = col[i]
+            placed[i] = c
+            per_code[c] += 1
+            per_bytes[c] += sizes[i]
+
+
 def replay_queue(filters: Sequence[tuple], width: int,
                  units: pa.Table, min_offset: int, units_per_file: int, config: PullConfig | None = None,
                  engine_cache: dict | None = None, span: Span | None = None, slots: Sequence | None = None
@@ -173,34 +174,45 @@ def replay_queue(filters: Sequence[tuple], width: int,
     order the verdicts hold them."""
     base = config or PullConfig()
     cache = {} if engine_cache is None else engine_cache
+    tables = cache.setdefault("code tables", {})
     u = units_from_table(units, slots, cache)
     n = len(u)
     sizes = np.asarray(pc.fill_null(units.column("size"), 0).to_numpy(), dtype=np.int64) if n else \
         np.zeros(0, np.int64)
-    codes = np.zeros((n, width), dtype=np.uint8)
+    by_plan = np.zeros((width, n), dtype=np.uint8)  # a plan's codes together while they are written
     details, pulls, out_counts = [], [], {}
     for plan, position, f, start, batch_size, *rest in filters:
         if f is None:  # from its start on (a broker's history continued: units past where the last run stood)
             lo = min(max(0, start - min_offset), n)
-            codes[lo:, position] = vocab.NEVER_PULLED_CODE
-            out_counts[plan] = counts(codes[lo:, position], sizes[lo:], np.zeros(0, np.int64), np.zeros(0, np.int8),
+            by_plan[position, lo:] = vocab.NEVER_PULLED_CODE
+            out_counts[plan] = counts(by_plan[position, lo:], sizes[lo:], np.zeros(0, np.int64), np.zeros(0, np.int8),
                                       False)
             continue
         cfg = dataclasses.replace(base, batch_size=batch_size)
-        d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache, span,
-                              rest[0] if rest else None)
-        scanned = np.flatnonzero(calls.unit_call >= 0)
-        col = encode(d)
-        codes[scanned, position] = col[scanned]
-        rows = _detail_rows(d)
-        rows = rows[calls.unit_call[rows] >= 0] if len(rows) else rows
+        own = rest[0] if rest else None
+        col = C.by_table(f, u, u.verdicts.slot(f), tables) if own is None and u.verdicts is not None else None
+        if col is not None:
+            cq_pass, cl_pass = np.empty(n, bool), np.empty(n, bool)
+            with_detail = _passes_of(col, _CQ_PASS, _CL_PASS, _DETAIL, cq_pass, cl_pass)
+            calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, cfg, span=span)
+            rows = np.flatnonzero(_DETAIL[col] & (calls.unit_call >= 0)) if with_detail else np.zeros(0, np.int64)
+            texts = decide_units(f, take_units(u, rows), cache).details(np.arange(len(rows))) if len(rows) else None
+        else:
+            d, calls = pull_queue(f, u, sizes, start, min_offset, units_per_file, cfg, cache, span, own)
+            col = encode(d)
+            rows = _detail_rows(d)
+            rows = rows[calls.unit_call[rows] >= 0] if len(rows) else rows
+            texts = d.details(rows) if len(rows) else None
+        per_code, per_bytes = np.zeros(len(CODES), np.int64), np.zeros(len(CODES), np.int64)
+        _place(col, calls.unit_call, sizes, by_plan[position], per_code, per_bytes)
         if len(rows):
             details.append(pa.Table.from_arrays([
                 pa.array(np.full(len(rows), plan, dtype=np.int32)),
-                pa.array(min_offset + rows, pa.int64()), d.details(rows)], schema=DETAILS_SCHEMA))
+                pa.array(min_offset + rows, pa.int64()), texts], schema=DETAILS_SCHEMA))
         pulls.append(pulls_table(plan, calls))
-        out_counts[plan] = counts(col[scanned], sizes[scanned], calls.message_count, calls.status,
-                                  len(calls.status) > 0 and int(calls.request_offset[0]) == start)
+        out_counts[plan] = _counts(per_code, per_bytes, calls.message_count, calls.status,
+                                   len(calls.status) > 0 and int(calls.request_offset[0]) == start)
+    codes = np.ascontiguousarray(by_plan.T)
     rows = np.flatnonzero(codes.any(axis=1)) if width else np.zeros(0, np.int64)
     take = pa.array(rows)
     legal = pc.fill_null(units.column("tags_code_legal").take(take), False)
@@ -209,7 +221,7 @@ def replay_queue(filters: Sequence[tuple], width: int,
         units.column("commit_log_offset").take(take).combine_chunks(),
         units.column("size").take(take).combine_chunks(),
         pc.if_else(legal, units.column("tags_code").take(take), pa.nulls(len(rows), pa.int64())),
-        _bitmaps(units, rows, _TESTED[codes[rows]].any(axis=1) if len(rows) else np.zeros(0, bool)),
+        _bitmaps(units, rows, C.TESTED[codes[rows]].any(axis=1) if len(rows) else np.zeros(0, bool)),
         matrix_column(codes[rows])], schema=MATRIX_SCHEMA)
     return QueueOutput(matrix, pa.concat_tables(details) if details else DETAILS_SCHEMA.empty_table(),
                        pa.concat_tables(pulls) if pulls else PULLS_SCHEMA.empty_table(), out_counts)
@@ -278,13 +290,13 @@ def decode(matrix: pa.Table, details: pa.Table, pulls: pa.Table, positions: Mapp
         rows = np.flatnonzero(col)
         c = col[rows]
         take = pa.array(rows)
-        sql = _SQL_STATE[c]
-        layer = _LAYER[c]
-        shown = (sql >= 0) & (sql != _SQL["ERROR"]) & (layer == LAYERS.index(vocab.COMMIT_LOG))
+        sql = C.SQL_STATE[c]
+        layer = C.LAYER[c]
+        shown = (sql >= 0) & (sql != _SQL_ERROR) & (layer == LAYERS.index(vocab.COMMIT_LOG))
         plan_texts = [texts.get((plan, int(o))) for o in qo[rows].tolist()]
         detail = [t if t is not None else (vocab.SQL_VALUES[s] if ok else None)
                   for t, s, ok in zip(plan_texts, sql.tolist(), shown.tolist(), strict=True)]
-        tested = _TESTED[c]
+        tested = C.TESTED[c]
         bitmaps = matrix.column("bloom_bitmap").take(take).combine_chunks() if len(rows) else pa.array([], pa.binary())
         if len(rows) and not tested.all():
             bitmaps = pc.if_else(pa.array(tested), bitmaps, pa.nulls(len(rows), pa.binary()))
@@ -294,11 +306,11 @@ def decode(matrix: pa.Table, details: pa.Table, pulls: pa.Table, positions: Mapp
             "queue_offset": pa.array(qo[rows]),
             "commit_log_offset": matrix.column("commit_log_offset").take(take),
             "size": matrix.column("size").take(take), "tags_code": matrix.column("tags_code").take(take),
-            "outcome": _names(_OUTCOME[c], OUTCOMES), "layer": _names(layer, LAYERS),
-            "reason": _names(_REASON[c], REASONS), "cq_reason": _names(_CQ_REASON[c], REASONS),
+            "outcome": _names(C.OUTCOME[c], OUTCOMES), "layer": _names(layer, LAYERS),
+            "reason": _names(C.REASON[c], REASONS), "cq_reason": _names(C.CQ_REASON[c], REASONS),
             "detail": pa.array(detail, pa.string()),
             "sql_value": pa.array([vocab.SQL_VALUES[s] if s >= 0 else None for s in sql.tolist()], pa.string()),
-            "bloom_false_positive": pa.array(_FP[c]), "bloom_tested": pa.array(tested), "filter_bitmap": bitmaps,
+            "bloom_false_positive": pa.array(C.FP[c]), "bloom_tested": pa.array(tested), "filter_bitmap": bitmaps,
             "pull_index": _pull_index(qo[rows], c, plan_pulls),
         }
         out.append(pa.Table.from_arrays([cols[f.name] for f in DECISIONS_SCHEMA], schema=DECISIONS_SCHEMA))

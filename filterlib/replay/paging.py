@@ -230,6 +230,13 @@ def replay_pulls(start: int, min_offset: int, sizes: np.ndarray, cq_pass: np.nda
     return Calls(*out)
 
 
+def passes(layer: np.ndarray, outcome: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(consume-queue layer passed, commit-log layer passed) per unit, from its deciding layer and outcome, as
+    getMessage pages: a unit stays at the consume-queue layer only where that layer dropped it; the commit-log
+    verdict matters only where the consume-queue layer passed."""
+    return layer != _CQ, (layer != _CL) | (outcome == _DELIVERED)
+
+
 def pull_queue(f: mf.ExpressionMessageFilter, units: Units, sizes: np.ndarray, start: int, min_offset: int,
                units_per_file: int, config: PullConfig | None = None, engine_cache: dict | None = None,
                span: Span | None = None, own: mf.ExpressionMessageFilter | None = None) -> tuple[Decisions, Calls]:
@@ -237,8 +244,7 @@ def pull_queue(f: mf.ExpressionMessageFilter, units: Units, sizes: np.ndarray, s
     it): every unit's verdict set-at-a-time, the calls paged from `start`, then the client's decode of each call's
     returned messages. `own`: a member's own filter (`decide_units`)."""
     decisions = decide_units(f, units, engine_cache, own)
-    cq_pass = decisions.layer != _CQ  # a unit stays at the consume-queue layer only where that layer dropped it
-    cl_pass = (decisions.layer != _CL) | (decisions.outcome == _DELIVERED)
+    cq_pass, cl_pass = passes(decisions.layer, decisions.outcome)
     calls = replay_pulls(start, min_offset, sizes, cq_pass, cl_pass, units_per_file, config, span=span)
     client_decode_layer(decisions, calls.unit_call, units.decode_errors, min_offset)
     return decisions, calls
