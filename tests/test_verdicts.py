@@ -87,3 +87,43 @@ def test_a_retry_message_without_retry_topic_raises_where_the_layer_reads_it():
     for units in (u, with_v):
         with pytest.raises(BrokerFilterError, match="RETRY_TOPIC"):
             commit_log_layer(f, units, np.array([0, 1]))
+
+
+def test_every_slot_kind_packs_in_the_documented_bit_order_and_comes_back():
+    """Random verdicts under random layouts (constant, SQL92 and retry slots, keeps or not): each message's bytes hold
+    every SQL92 slot's low state bit, then the high bits, then bit j of every retry slot's branch for j = 0..5, then
+    the keeps, little-endian within a byte; from_arrow gives back every branch, state and keep."""
+    from filterlib.engine.verdicts import _SQL_REASONS, Layout, Verdicts
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        slots, n = int(rng.integers(1, 10)), int(rng.integers(0, 500))
+        bits = tuple(int(b) for b in rng.choice([0, 2, 6], slots))
+        keep_bit = tuple(bool(k) for k in rng.random(slots) < 0.5)
+        layout = Layout(bits, keep_bit, tuple(7 if b == 0 else 0 for b in bits))
+        reason, state = np.full((slots, n), 7, np.int8), np.full((slots, n), -1, np.int8)
+        for s, b in enumerate(bits):
+            if b == 2:
+                state[s] = rng.integers(0, 4, n)
+                reason[s] = _SQL_REASONS[state[s]]
+            elif b == 6:
+                reason[s] = rng.choice([RAISES, *range(len(REASONS))], n)
+                state[s] = np.where(np.isin(reason[s], _SQL_REASONS), np.argmax(
+                    reason[s][None, :] == _SQL_REASONS[:, None], axis=0), -1)
+        keep = rng.random((slots, n)) < 0.5
+        v = Verdicts(reason, state, keep, rng.random(n) < 0.3)
+        column, errors, _ = to_arrow(v, layout)
+        sql = [s for s, b in enumerate(bits) if b == 2]
+        full = [s for s, b in enumerate(bits) if b == 6]
+        code = np.where(reason == RAISES, 0x3F, reason).astype(np.int64)
+        want = ([state[s] & 1 for s in sql] + [(state[s] >> 1) & 1 for s in sql]
+                + [(code[s] >> j) & 1 for j in range(6) for s in full]
+                + [keep[s] for s, k in enumerate(keep_bit) if k])
+        for i, row in enumerate(column.to_pylist()):
+            got = [(row[b >> 3] >> (b & 7)) & 1 for b in range(len(want))]
+            assert got == [int(w[i]) for w in want] and len(row) == layout.width
+        assert errors.null_count == n
+        back = from_arrow(column, errors, pa.array(v.tags_missing), layout, None)
+        kept = [s for s, k in enumerate(keep_bit) if k]
+        assert (back.reason == reason).all() and (back.sql_state == state).all()
+        assert (back.keep[kept] == keep[kept]).all() and (back.tags_missing == v.tags_missing).all()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from filterlib import vocabulary as vocab
 
@@ -127,26 +128,22 @@ def to_arrow(v: Verdicts, layout: Layout) -> list[pa.Array]:
     const, sql, full = layout._slots(0), layout._slots(2), layout._slots(6)
     if const and (v.reason[const] != np.array([layout.constant[s] for s in const], np.int8)[:, None]).any():
         raise ValueError("a verdict differs from its filter's constant branch")
-    planes = []
-    if sql:
-        state = v.sql_state[sql]
+    width = layout.width
+    keeps = [s for s, k in enumerate(layout.keep_bit) if k]
+    if width:
+        state = v.sql_state[sql] if sql else np.zeros((0, n), np.int8)
         if (state < 0).any():
             raise ValueError("an SQL92 filter's verdict without its state")
-        planes += [state & 1, (state >> 1) & 1]
-    if full:
-        code = np.where(v.reason[full] == RAISES, _RAISES_BYTE, v.reason[full])
-        planes += [(code >> j) & 1 for j in range(6)]
-    keeps = [s for s, k in enumerate(layout.keep_bit) if k]
-    if keeps:
-        planes.append(v.keep[keeps])
-    width = layout.width
-    if width:
-        bits = np.concatenate(planes, axis=0).astype(np.uint8)
-        packed = np.ascontiguousarray(np.packbits(bits, axis=0, bitorder="little").T)
-        fixed = pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(packed.tobytes())])
-        column = fixed.cast(pa.binary())
+        code = np.where(v.reason[full] == RAISES, _RAISES_BYTE, v.reason[full]).astype(np.uint8) if full else \
+            np.zeros((0, n), np.uint8)
+        packed = np.zeros((n, width), dtype=np.uint8)
+        _pack(state, code, v.keep[keeps] if keeps else np.zeros((0, n), bool), packed)
+        offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+        column = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(packed)])
     else:
         column = pa.array([b""] * n, pa.binary())
+    if not v.errors:
+        return [column, pa.nulls(n, pa.string()), pa.array(v.tags_missing, pa.bool_())]
     texts: list[str | None] = [None] * n
     by_row: dict[int, dict[str, str]] = {}
     for (r, k), t in v.errors.items():
@@ -154,6 +151,30 @@ def to_arrow(v: Verdicts, layout: Layout) -> list[pa.Array]:
     for r, d in by_row.items():
         texts[r] = json.dumps(d, ensure_ascii=False)
     return [column, pa.array(texts, pa.string()), pa.array(v.tags_missing, pa.bool_())]
+
+
+@njit(cache=True)
+def _pack(state, code, keep, out):
+    """`to_arrow`'s bits into out (n, width), little-endian within a byte: every SQL92 slot's low state bit, then
+    every one's high bit, then a retry slot's six branch bits (bit j of every slot, j = 0..5), then the keeps."""
+    b = 0
+    for plane in range(2):
+        for s in range(state.shape[0]):
+            for i in range(state.shape[1]):
+                if (state[s, i] >> plane) & 1:
+                    out[i, b >> 3] |= np.uint8(1 << (b & 7))
+            b += 1
+    for j in range(6):
+        for s in range(code.shape[0]):
+            for i in range(code.shape[1]):
+                if (code[s, i] >> j) & 1:
+                    out[i, b >> 3] |= np.uint8(1 << (b & 7))
+            b += 1
+    for s in range(keep.shape[0]):
+        for i in range(keep.shape[1]):
+            if keep[s, i]:
+                out[i, b >> 3] |= np.uint8(1 << (b & 7))
+        b += 1
 
 
 def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, layout: Layout,
