@@ -137,7 +137,7 @@ def to_arrow(v: Verdicts, layout: Layout) -> list[pa.Array]:
         code = np.where(v.reason[full] == RAISES, _RAISES_BYTE, v.reason[full]).astype(np.uint8) if full else \
             np.zeros((0, n), np.uint8)
         packed = np.zeros((n, width), dtype=np.uint8)
-        _pack(state, code, v.keep[keeps] if keeps else np.zeros((0, n), bool), packed)
+        _pack(state, code, v.keep[keeps].view(np.uint8) if keeps else np.zeros((0, n), np.uint8), packed)
         offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
         column = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(packed)])
     else:
@@ -159,22 +159,21 @@ def _pack(state, code, keep, out):
     every one's high bit, then a retry slot's six branch bits (bit j of every slot, j = 0..5), then the keeps."""
     b = 0
     for plane in range(2):
-        for s in range(state.shape[0]):
-            for i in range(state.shape[1]):
-                if (state[s, i] >> plane) & 1:
-                    out[i, b >> 3] |= np.uint8(1 << (b & 7))
-            b += 1
+        b = _planes(state, plane, out, b)
     for j in range(6):
-        for s in range(code.shape[0]):
-            for i in range(code.shape[1]):
-                if (code[s, i] >> j) & 1:
-                    out[i, b >> 3] |= np.uint8(1 << (b & 7))
-            b += 1
-    for s in range(keep.shape[0]):
-        for i in range(keep.shape[1]):
-            if keep[s, i]:
+        b = _planes(code, j, out, b)
+    _planes(keep, 0, out, b)
+
+
+@njit(cache=True)
+def _planes(values, bit, out, b):
+    """Bit `bit` of each slot's values (a row of `values` each), as out's bits b, b + 1, ...; the next bit."""
+    for s in range(values.shape[0]):
+        for i in range(values.shape[1]):
+            if (values[s, i] >> bit) & 1:
                 out[i, b >> 3] |= np.uint8(1 << (b & 7))
         b += 1
+    return b
 
 
 def from_arrow(verdicts: pa.Array, errors: pa.Array, tags_missing: pa.Array, layout: Layout,

@@ -85,7 +85,7 @@ _UNKNOWN = -2
 
 
 def _combination(key: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(matched, consume-queue branch, verdict branch, keep, no TAGS) of each combination key (`_apply`'s)."""
+    """(matched, consume-queue branch, verdict branch, keep, no TAGS) of each combination key (`_combination_key`'s)."""
     missing, keep, rest = key & 1, (key >> 1) & 1, key >> 2
     v_reason, rest = rest % _NR, rest // _NR
     return (rest // _NR).astype(bool), (rest % _NR).astype(np.int8), v_reason.astype(np.int8), keep.astype(bool), \
@@ -93,21 +93,30 @@ def _combination(key: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 @njit(cache=True)
-def _apply(table, matched, cq_reason, v_reason, keep, missing, nr, out):
+def _combination_key(matched, cq_reason, v_reason, keep, missing):
+    """The table index of one unit's combination (`_combination` reads it back)."""
+    return (((np.int64(matched) * _NR + cq_reason) * _NR + v_reason) * 2 + keep) * 2 + missing
+
+
+@njit(cache=True)
+def _apply(table, matched, cq_reason, v_reason, keep, missing, out):
     """out[i] = the code of unit i's combination; the first unit whose combination the table has no code for
     (yet), or -1 when every unit got one."""
     for i in range(len(out)):
-        key = (((np.int64(matched[i]) * nr + cq_reason[i]) * nr + v_reason[i]) * 2 + keep[i]) * 2 + missing[i]
-        c = table[key]
+        c = table[_combination_key(matched[i], cq_reason[i], v_reason[i], keep[i], missing[i])]
         if c < 0:
             return i
         out[i] = c
     return -1
 
 
-def _keys(matched: np.ndarray, cq_reason: np.ndarray, v_reason: np.ndarray, keep: np.ndarray,
-          missing: np.ndarray) -> np.ndarray:
-    return (((matched.astype(np.int64) * _NR + cq_reason) * _NR + v_reason) * 2 + keep) * 2 + missing
+@njit(cache=True)
+def _keys(matched, cq_reason, v_reason, keep, missing):
+    """Every unit's combination index."""
+    out = np.empty(len(matched), np.int64)
+    for i in range(len(out)):
+        out[i] = _combination_key(matched[i], cq_reason[i], v_reason[i], keep[i], missing[i])
+    return out
 
 
 def _fill(table: np.ndarray, f: mf.ExpressionMessageFilter, keys: np.ndarray) -> None:
@@ -139,7 +148,7 @@ def by_table(f: mf.ExpressionMessageFilter, u: Units, slot: int, tables: dict) -
     matched, cq_reason = consume_queue_layer(f, u)
     keep, missing = v.keep[slot], v.tags_missing
     out = np.empty(len(u), dtype=np.uint8)
-    at = _apply(table, matched, cq_reason, v_reason, keep, missing, _NR, out)
+    at = _apply(table, matched, cq_reason, v_reason, keep, missing, out)
     if at >= 0:
         keys = np.flatnonzero(np.bincount(_keys(matched[at:], cq_reason[at:], v_reason[at:], keep[at:], missing[at:]),
                                           minlength=_COMBINATIONS))
@@ -148,5 +157,5 @@ def by_table(f: mf.ExpressionMessageFilter, u: Units, slot: int, tables: dict) -
             _fill(table, f, unknown)
         if (table[keys] < 0).any():
             return None
-        _apply(table, matched[at:], cq_reason[at:], v_reason[at:], keep[at:], missing[at:], _NR, out[at:])
+        _apply(table, matched[at:], cq_reason[at:], v_reason[at:], keep[at:], missing[at:], out[at:])
     return out

@@ -83,9 +83,9 @@ def _count_weights() -> tuple[np.ndarray, np.ndarray]:
 
 _COUNT_UNITS, _COUNT_BYTES = _count_weights()
 _CQ_PASS, _CL_PASS = passes(C.LAYER, C.OUTCOME)
-_DETAIL = (C.SQL_STATE == vocab.SQL_VALUES.index("ERROR")) & (C.LAYER == LAYERS.index(vocab.COMMIT_LOG))
-"""Per code: its unit's detail is not given by the code (an evaluation error the commit-log layer decided on)."""
 _SQL_ERROR = vocab.SQL_VALUES.index("ERROR")
+_DETAIL = (C.SQL_STATE == _SQL_ERROR) & (C.LAYER == LAYERS.index(vocab.COMMIT_LOG))
+"""Per code: its unit's detail is not given by the code (an evaluation error the commit-log layer decided on)."""
 _PULL_FIELDS = [COUNT_FIELDS.index(n) for n in ("pulls", "empty_pulls", "found_pulls", "queues")]
 
 
