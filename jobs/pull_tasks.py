@@ -49,7 +49,8 @@ def piece_size(units_per_file: int, wanted: int) -> int:
     return -(-wanted // units_per_file) * units_per_file
 
 
-MATRIX, DETAIL, PULL, COUNT, FILE, PIECE = "matrix", "detail", "pull", "count", "file", "piece"
+MATRIX, DETAIL, PULL, COUNT, FILE, PIECE, UNRESOLVED = ("matrix", "detail", "pull", "count", "file", "piece",
+                                                        "unresolved")
 OUT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()), ("subscription_index", pa.int32()),
     *[f for f in MATRIX_SCHEMA], ("what_if_decisions", pa.binary()), ("scanned", pa.bool_()),
@@ -62,7 +63,9 @@ OUT_SCHEMA = pa.schema([
 unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
 `scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
 subscription (`filterlib.replay.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition,
-the queue's end offset where the piece holds it, else -1, units whose verdicts were another topic's]).
+the queue's end offset where the piece holds it, else -1, units whose verdicts were another topic's]); from a
+packed replay (`jobs.piece_tasks`), an UNRESOLVED row where some units found no message among their own queue's
+(`counts`: those units' commit log offsets).
 A task that writes its tables' Parquet files itself (`PullContext.targets`) emits FILE rows (`file`: the
 `delta_files.write_part` descriptor as JSON) in place of the MATRIX and DETAIL rows, and MATRIX rows only for a
 topic with what-if candidates (what the comparison reads). PULL rows always come back: a piece of a queue numbers
@@ -261,27 +264,36 @@ def message_files_side(ctx: PullContext, source: Any, low: int | None):
     """`message_side` over the messages table's Parquet files read here with pyarrow (a task per file, `source` a
     `jobs.delta_files.FileSource`): Spark never converts the properties maps. Rows below commit log offset `low`
     (a continued history's) are skipped, whole row groups by their statistics."""
-    import pyarrow.parquet as pq
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        fs = source.filesystem()
         cache: dict = {}
-        for batch in batches:
-            for path in batch.column("path").to_pylist():
-                with fs.open_input_file(path) as f:
-                    pf = pq.ParquetFile(f)
-                    names = pf.schema_arrow.names
-                    groups = [g for g in range(pf.num_row_groups) if low is None or _max_offset(pf, g) >= low]
-                    for g in groups:
-                        t = pf.read_row_group(g, columns=[c for c in MESSAGE_COLUMNS if c in names])
-                        if "body_error" not in t.column_names:  # written before job 1 had the column
-                            t = t.append_column("body_error", pa.nulls(t.num_rows, pa.string()))
-                        if low is not None:
-                            t = t.filter(pc.greater_equal(t.column("commit_log_offset"), low))
-                        for b in t.select(list(MESSAGE_COLUMNS)).to_batches(max_chunksize=1 << 17):
-                            yield from _verdict_batches(ctx, b, cache)
+        for b in file_rows(source, low, batches, MESSAGE_COLUMNS):
+            yield from _verdict_batches(ctx, b, cache)
 
     return run
+
+
+def file_rows(source: Any, low: int | None, batches: Iterator[pa.RecordBatch],
+                      columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """The `columns` of the rows in the Parquet files the `path` rows of `batches` name (of `source`), from commit
+    log offset `low` on (None: all), at most 128 Ki rows a batch; a messages file written before job 1 had
+    `body_error` gives it null."""
+    import pyarrow.parquet as pq
+
+    fs = source.filesystem()
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            with fs.open_input_file(path) as f:
+                pf = pq.ParquetFile(f)
+                names = pf.schema_arrow.names
+                groups = [g for g in range(pf.num_row_groups) if low is None or _max_offset(pf, g) >= low]
+                for g in groups:
+                    t = pf.read_row_group(g, columns=[c for c in columns if c in names])
+                    if "body_error" in columns and "body_error" not in t.column_names:
+                        t = t.append_column("body_error", pa.nulls(t.num_rows, pa.string()))
+                    if low is not None:
+                        t = t.filter(pc.greater_equal(t.column("commit_log_offset"), low))
+                    yield from t.select(list(columns)).to_batches(max_chunksize=1 << 17)
 
 
 def _max_offset(pf: Any, group: int) -> int:
@@ -294,13 +306,16 @@ def _max_offset(pf: Any, group: int) -> int:
     return 1 << 62
 
 
-def _verdict_batches(ctx: PullContext, batch: pa.RecordBatch, cache: dict) -> Iterator[pa.RecordBatch]:
-    """One batch of messages as VERDICT_SIDE_SCHEMA batches (`message_side`)."""
+def _verdict_batches(ctx: PullContext, batch: pa.RecordBatch, cache: dict, keep: tuple[str, ...] = ()
+                     ) -> Iterator[pa.RecordBatch]:
+    """One batch of messages as VERDICT_SIDE_SCHEMA batches (`message_side`), followed by the batch's `keep`
+    columns."""
     by_topic = _topic_filters(ctx)
     number = {t: i for i, t in enumerate(verdict_topics(ctx))}
     topic = batch.column("topic")
     names = pc.unique(topic).to_pylist()
     others = [n for n in names if n not in number]
+    schema = pa.schema([*VERDICT_SIDE_SCHEMA, *(batch.schema.field(k) for k in keep)])  # keep: not its names
     if others:
         part = batch.filter(pc.invert(pc.fill_null(pc.is_in(topic, pa.array(list(number), pa.string())),
                                                    False))) if len(others) < len(names) else batch
@@ -308,7 +323,7 @@ def _verdict_batches(ctx: PullContext, batch: pa.RecordBatch, cache: dict) -> It
         yield pa.RecordBatch.from_arrays(
             [part.column("commit_log_offset"), pa.array(np.full(n, -1, np.int32)),
              part.column("body_error").cast(pa.string()), pa.nulls(n, pa.binary()), pa.nulls(n, pa.string()),
-             pa.nulls(n, pa.bool_())], schema=VERDICT_SIDE_SCHEMA)
+             pa.nulls(n, pa.bool_()), *(part.column(k) for k in keep)], schema=schema)
     for name in names:
         if name not in number:
             continue
@@ -320,8 +335,8 @@ def _verdict_batches(ctx: PullContext, batch: pa.RecordBatch, cache: dict) -> It
         v = message_verdicts(slots, part.column("properties"), part.column("tags"), cache)
         yield pa.RecordBatch.from_arrays(
             [part.column("commit_log_offset"), pa.array(np.full(part.num_rows, number[name], np.int32)),
-             part.column("body_error").cast(pa.string()), *verdicts.to_arrow(v, layout)],
-            schema=VERDICT_SIDE_SCHEMA)
+             part.column("body_error").cast(pa.string()), *verdicts.to_arrow(v, layout),
+             *(part.column(k) for k in keep)], schema=schema)
 
 
 def _message_side(ctx: PullContext, table: pa.Table, topic: str, entries: list) -> tuple[pa.Table, list | None, int]:
@@ -356,37 +371,43 @@ def replay_queues(ctx: PullContext, decisions: Any = None):
     `decisions`, a Spark accumulator, is added each piece's decisions (the job's progress lines)."""
 
     def run(table: pa.Table) -> pa.Table:
-        topic = table.column("topic")[0].as_py()
-        queue_id = table.column("queue_id")[0].as_py()
-        min_offset = int(table.column("min_offset")[0].as_py())
-        per_file = int(table.column("units_per_file")[0].as_py())
-        ends = pc.drop_null(table.column("end_offset"))
-        entries = _topic_filters(ctx).get(topic, [])
-        units, slots, foreign = _message_side(ctx, table.filter(pc.is_valid(table.column("queue_offset")))
-                                              .sort_by("queue_offset"), topic, entries)
-        begin = int(units.column("queue_offset")[0].as_py()) if units.num_rows else int(ends[0].as_py())
-        span = None
-        if per_file > 0 and (begin != min_offset or not len(ends)):  # a piece of a longer file queue
-            span = Span(min_offset, holds_end=len(ends) > 0)
-        filters = [(p.index, int(ctx.positions[str(p.index)]), f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)),
-                    p.batch_size, own) for p, f, own in entries if p.pulls(queue_id)]
-        real, cand = ctx.widths.get(topic, (0, 0))
-        out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
-                                  PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), _engine_cache(ctx),
-                                  span=span, slots=slots)
-        for index in out.counts:
-            if f"{index}:{queue_id}" in ctx.continued:
-                out.counts[index][QUEUES] = 0
-        if decisions is not None:
-            decisions.add(sum(int(c[SCANNED]) for c in out.counts.values()))
-        end = int(ends[0].as_py()) if len(ends) else -1
-        piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition(), end, foreign]],
-                                                                      pa.list_(pa.int64()))})
-        if ctx.targets:
-            return pa.concat_tables([written(ctx, out, topic, queue_id, real, cand), piece])
-        return pa.concat_tables([compact(out, topic, queue_id, real, cand), piece])
+        return replay_piece(ctx, table, table.column("topic")[0].as_py(), table.column("queue_id")[0].as_py(),
+                            decisions)
 
     return run
+
+
+def replay_piece(ctx: PullContext, table: pa.Table, topic: str, queue_id: int, decisions: Any = None,
+                 extra: list[pa.Table] = ()) -> pa.Table:
+    """One piece of a queue replayed: its units (CQ_SIDE rows and their messages' side, `replay_queues`) in, every
+    OK plan of the topic paged over them, out as OUT_SCHEMA rows (`extra`: more rows to hand back with them)."""
+    min_offset = int(table.column("min_offset")[0].as_py())
+    per_file = int(table.column("units_per_file")[0].as_py())
+    ends = pc.drop_null(table.column("end_offset"))
+    entries = _topic_filters(ctx).get(topic, [])
+    units, slots, foreign = _message_side(ctx, table.filter(pc.is_valid(table.column("queue_offset")))
+                                          .sort_by("queue_offset"), topic, entries)
+    begin = int(units.column("queue_offset")[0].as_py()) if units.num_rows else int(ends[0].as_py())
+    span = None
+    if per_file > 0 and (begin != min_offset or not len(ends)):  # a piece of a longer file queue
+        span = Span(min_offset, holds_end=len(ends) > 0)
+    filters = [(p.index, int(ctx.positions[str(p.index)]), f, int(ctx.starts.get(f"{p.index}:{queue_id}", 0)),
+                p.batch_size, own) for p, f, own in entries if p.pulls(queue_id)]
+    real, cand = ctx.widths.get(topic, (0, 0))
+    out = matrix.replay_queue(filters, real + cand, units, begin if span else min_offset, per_file,
+                              PullConfig(rocksdb_to_queue_end=ctx.rocksdb_to_queue_end), _engine_cache(ctx),
+                              span=span, slots=slots)
+    for index in out.counts:
+        if f"{index}:{queue_id}" in ctx.continued:
+            out.counts[index][QUEUES] = 0
+    if decisions is not None:
+        decisions.add(sum(int(c[SCANNED]) for c in out.counts.values()))
+    end = int(ends[0].as_py()) if len(ends) else -1
+    piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition(), end, foreign]],
+                                                                  pa.list_(pa.int64()))})
+    if ctx.targets:
+        return pa.concat_tables([written(ctx, out, topic, queue_id, real, cand), piece, *extra])
+    return pa.concat_tables([compact(out, topic, queue_id, real, cand), piece, *extra])
 
 
 def _partition() -> int:

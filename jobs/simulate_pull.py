@@ -56,6 +56,7 @@ from filterlib.replay.whatif import WHAT_IF, WhatIf, WhatIfRefused, parse_what_i
 from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.compression import body_errors
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE
+from filterlib.store.dumpqueue import units_per_file
 from filterlib.store.queues import DEFAULT_ROCKSDB, ROCKSDB
 from filterlib.store.storedir import StoreDir
 from filterlib.subscriptions import Subscription
@@ -95,6 +96,16 @@ from jobs.delta_files import (
 from jobs.delta_io import append_dump, replace_dump, table_path
 from jobs.faults import task_writes
 from jobs.history import Previous, is_history, last_pull_run
+from jobs.piece_tasks import (
+    Geometry,
+    end_rows,
+    geometry,
+    packed_ddl,
+    packed_dump_queues,
+    packed_message_files,
+    packed_rebuilt_queues,
+    replay_packed,
+)
 from jobs.progress import progress
 from jobs.pull_tasks import (
     COUNT,
@@ -105,6 +116,7 @@ from jobs.pull_tasks import (
     PIECE,
     PULL,
     QUEUE_TASK_DDL,
+    UNRESOLVED,
     WRITTEN,
     PullContext,
     cq_side_ddl,
@@ -196,6 +208,10 @@ class Summary:
     largest_piece: int = 0
     foreign_units: int = 0
     """Units whose message belongs to another topic (the replay then joins the properties; `_replay`)."""
+    unresolved: list[int] = field(default_factory=list)
+    """The commit log offsets of units a packed replay found no message for among their queue's (`_replay`)."""
+    packed: bool = False
+    """True when the decisions written came from the packed replay (`jobs.piece_tasks`)."""
     decisions: int = 0
     delivered: int = 0
     pulls: int = 0
@@ -529,12 +545,22 @@ def _message_files(messages: DataFrame, body_checks: DataFrame | None, source: F
     return MessageFiles(messages, source, low)
 
 
+@dataclass(frozen=True)
+class PackedQueues:
+    """The pulled queues' units packed per piece (`jobs.piece_tasks`), and the pieces' geometry the messages are
+    placed by."""
+
+    df: DataFrame
+    where: Geometry
+
+
 def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary: Summary,
-                 carried: Carried | None = None) -> tuple[DataFrame, int | None]:
+                 carried: Carried | None = None) -> tuple[DataFrame, int | None, PackedQueues | None]:
     """Every pulled queue's units with min_offset, units_per_file and the piece they are replayed in, and each
     queue's end row (`pull_tasks.CQ_SIDE`: the CQ side only), from the dump or job 1. Over a history continued
     (`carried`), a file queue's units from where its first continuing pull starts (`timeline.replay_from`), and
-    the least commit log offset those units point at where job 1's files tell it without a Spark job."""
+    the least commit log offset those units point at where job 1's files tell it without a Spark job; and the same
+    units packed per piece where tasks can read them without Spark's rows (`PackedQueues`, else None)."""
     from pyspark.sql import functions as F
 
     source = inputs.queues
@@ -552,11 +578,14 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
         _check_queues_found(spark, inputs, topics, {t for t, _ in pairs}, summary)
         summary.queues = len(pairs)
         if not pairs:
-            return spark.createDataFrame([], cq_side_ddl()), None
-        rdd = spark.sparkContext.parallelize([(t, q, inputs.piece_units) for t, q in pairs],
-                                             max(1, min(len(pairs), 64)))
-        return spark.createDataFrame(rdd, QUEUE_TASK_DDL).mapInArrow(
-            read_dump_queues(store.root, store.conf.storeType), cq_side_ddl()), None
+            return spark.createDataFrame([], cq_side_ddl()), None, None
+        tasks = spark.createDataFrame(spark.sparkContext.parallelize(
+            [(t, q, inputs.piece_units) for t, q in pairs], max(1, min(len(pairs), 64))), QUEUE_TASK_DDL)
+        sizes = [(t, q, units_per_file(store, t, q)) for t, q in pairs]
+        where = geometry([(t, q, 0, piece_size(n, inputs.piece_units), None, None, n, None) for t, q, n in sizes])
+        packed = PackedQueues(tasks.mapInArrow(packed_dump_queues(store.root, store.conf.storeType), packed_ddl()),
+                              where)
+        return tasks.mapInArrow(read_dump_queues(store.root, store.conf.storeType), cq_side_ddl()), None, packed
     if store.queue_kind == ROCKSDB:
         summary.notes.append("the dump's consume queues are a RocksDB database (storeType=defaultRocksDB): "
                              "the rebuilt queues are paged as the broker pages RocksDB queues, with no bloom layer")
@@ -578,7 +607,7 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     piece = (F.floor((F.col("queue_offset") - F.col("piece_base")) / size) if size else F.lit(0)).cast("long")
     least = None
     if carried is not None and files is not None:
-        cq, least = _past_starts(spark, inputs, topics, cq, files, bounds, froms)
+        cq, least, files = _past_starts(spark, inputs, topics, cq, files, bounds, froms)
     if froms:
         cuts = spark.createDataFrame(froms, "topic string, queue_id int, replay_from long")
         cq = cq.join(F.broadcast(cuts), ["topic", "queue_id"], "left").where(
@@ -592,15 +621,24 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
                                   for t, q, lo, hi in bounds],
                                  "topic string, queue_id int, piece long, min_offset long, units_per_file long, "
                                  "end_offset long")
-    return units.unionByName(ends, allowMissingColumns=True), least
+    packed = None
+    if files is not None:
+        where = geometry([(t, q, base(t, q, lo), size, lo, hi, per_file, firsts.get((t, q)))
+                          for t, q, lo, hi in bounds])
+        paths = spark.createDataFrame([(p,) for p in files.paths], "path string").repartition(max(1, len(files.paths)))
+        tails = spark.createDataFrame(end_rows([(t, q, (hi - base(t, q, lo)) // size if size else 0, lo, per_file, hi)
+                                                for t, q, lo, hi in bounds]), packed_ddl())
+        packed = PackedQueues(paths.mapInArrow(packed_rebuilt_queues(files, where), packed_ddl()).unionByName(tails),
+                              where)
+    return units.unionByName(ends, allowMissingColumns=True), least, packed
 
 
 def _past_starts(spark: SparkSession, inputs: Inputs, topics: set[str], cq: DataFrame, files: FileSource,
                  bounds: list[tuple[str, int, int, int]], froms: list[tuple[str, int, int]]
-                 ) -> tuple[DataFrame, int | None]:
+                 ) -> tuple[DataFrame, int | None, FileSource]:
     """A continued history's units read only from the consume-queue files that hold one past its queue's start
-    (each file's statistics, `delta_files.least_since`: older copies' files drop out before Spark reads them), and
-    the least commit log offset those units point at."""
+    (each file's statistics, `delta_files.least_since`: older copies' files drop out before Spark reads them), the
+    least commit log offset those units point at, and those files."""
     from pyspark.sql import functions as F
 
     starts = {(t, q): None for t, q, _lo, _hi in bounds} | {(t, q): at for t, q, at in froms}
@@ -615,7 +653,7 @@ def _past_starts(spark: SparkSession, inputs: Inputs, topics: set[str], cq: Data
         found = dump_frame(spark, wh, "consume_queue", dump, read_version(spark, wh, "consume_queue", dump), set(kept))
         if found is not None:
             cq = found[0].where(F.col("topic").isin(sorted(topics)))
-    return cq, least
+    return cq, least, FileSource(tuple(kept), files.kind, files.s3)
 
 
 def _rebuilt_queues(spark: SparkSession, inputs: Inputs, topics: set[str]
@@ -956,7 +994,7 @@ def _context(spark: SparkSession, inputs: Inputs, planned: Planned, summary: Sum
 
 
 def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decisions: Any = None,
-            by_verdicts: bool = True) -> DataFrame:
+            by_verdicts: bool = True, packed: PackedQueues | None = None) -> DataFrame:
     """The one replay, in two stages: where the messages are read, each one's verdicts under its topic's filters
     (`pull_tasks.message_files_side` or `message_side`, a few bits a filter); then a task per piece of a queue
     (whole consumequeue files; a queue is one piece when short or RocksDB) pages every subscription of its topic at
@@ -965,9 +1003,19 @@ def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decision
     write the matrix and details as Parquet files themselves where they can (`ctx.targets`) and hand back the
     files, the pulls and a count row per subscription; elsewhere the compact output itself comes back. Persisted:
     the counts, the pulls and the tables all read it, and nothing is replayed twice or read back to count.
-    `decisions`: an accumulator of the decisions made, for the progress lines."""
+    `decisions`: an accumulator of the decisions made, for the progress lines.
+    `packed`: the units packed per piece; where the tasks read the messages' files too, both sides come to each
+    piece as a few rows of bytes (`jobs.piece_tasks`), not a row per unit joined and grouped by Spark."""
     from pyspark import StorageLevel
 
+    if by_verdicts and packed is not None and messages.source is not None:
+        paths = messages.source.paths
+        side = (messages.df.sparkSession.createDataFrame([(p,) for p in paths], "path string")
+                .repartition(max(1, len(paths))).mapInArrow(
+                    packed_message_files(ctx, messages.source, messages.low, packed.where), packed_ddl()))
+        out = packed.df.unionByName(side).groupBy("topic", "queue_id", "piece").applyInArrow(
+            replay_packed(ctx, decisions), out_ddl())
+        return out.persist(StorageLevel.MEMORY_AND_DISK)
     if by_verdicts and messages.source is not None:
         paths = messages.source.paths
         side = (messages.df.sparkSession.createDataFrame([(p,) for p in paths], "path string")
@@ -982,6 +1030,16 @@ def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decision
     return out.persist(StorageLevel.MEMORY_AND_DISK)
 
 
+def _found_elsewhere(spark: SparkSession, msgs: MessageFiles, offsets: list[int]) -> int:
+    """How many of `offsets` (units a packed replay found no message for in their own queue's pieces) are a
+    message's offset after all: 0 means each points at no message, as the joined replay would have found too."""
+    if not offsets:
+        return 0
+    log.info("%d units found no message among their queue's: looking them up in the messages", len(offsets))
+    wanted = spark.createDataFrame([(o,) for o in sorted(set(offsets))], "commit_log_offset long")
+    return wanted.join(msgs.df.select("commit_log_offset"), "commit_log_offset", "left_semi").count()
+
+
 def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
            summary: Summary, decisions: Any) -> list:
     """Run the replay, keeping only the small rows on the driver (counts, pieces, written files): the summary's
@@ -994,7 +1052,7 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     with task_writes("pull_decisions", table_path(inputs.warehouse, "pull_decisions"), inputs.dump_id), \
             progress(spark, log, f"replay {summary.queues} queues",
                      counted={"decisions": decisions}):
-        small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE)).select(
+        small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE, UNRESOLVED)).select(
             "kind", "topic", "queue_id", "subscription_index", "counts", "next_begin_offset", "file").collect()
     pieces = [r.counts for r in small if r.kind == PIECE]
     summary.queue_ends = {(r.topic, r.queue_id): r.counts[2] for r in small
@@ -1003,6 +1061,7 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     summary.piece_partitions = len({p[1] for p in pieces})
     summary.largest_piece = max((p[0] for p in pieces), default=0)
     summary.foreign_units = sum(p[3] for p in pieces if len(p) > 3)
+    summary.unresolved = [o for r in small if r.kind == UNRESOLVED for o in r.counts]
     counts = sum_counts((r.subscription_index, r.counts) for r in small if r.kind == COUNT)
     summary.positions = pull_positions((r.subscription_index, r.queue_id, r.next_begin_offset, r.counts)
                                        for r in small if r.kind == COUNT)
@@ -1153,13 +1212,23 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         summary.seconds = time.monotonic() - t0
         return summary
     topics = {p.topic for p in planned.all if p.ok or p.answer == NOT_SUBSCRIBED}
-    units, least = _queue_units(spark, inputs, topics, summary, planned.carried)
+    units, least, packed = _queue_units(spark, inputs, topics, summary, planned.carried)
     msgs = _message_files(messages, body_checks, source, units, planned.carried, least)
     ctx = _context(spark, inputs, planned, summary)
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
     decisions = spark.sparkContext.accumulator(0)
-    out = _replay(units, msgs, ctx, decisions)
+    out = _replay(units, msgs, ctx, decisions, packed=packed)
     files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+    summary.packed = packed is not None and msgs.source is not None
+    elsewhere = _found_elsewhere(spark, msgs, summary.unresolved) if summary.packed else 0
+    if elsewhere:  # rare: a queue points at a message of another queue, which the packed pieces did not hold
+        summary.notes.append(f"{elsewhere:,} units point at a message of another queue: replayed with the units "
+                             f"joined to the messages")
+        out.unpersist()
+        decisions = spark.sparkContext.accumulator(0)
+        out = _replay(units, msgs, ctx, decisions)
+        files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+        summary.packed = False
     if summary.foreign_units:  # rare: verdicts are per the message's topic, so join these units' properties
         summary.notes.append(f"{summary.foreign_units:,} units point at messages of another topic: replayed with "
                              f"the messages' properties joined to the units")

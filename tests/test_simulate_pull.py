@@ -148,8 +148,11 @@ def test_units_pointing_at_another_topics_message_are_filtered_as_the_broker_doe
     message (equal to the real pull above) makes the job replay with the properties joined, and say so."""
     s = replayed["foreign"]["summary"]
     assert s.foreign_units == 1
+    assert any("1 units point at a message of another queue" in line for line in s.lines())
     assert any("1 units point at messages of another topic" in line for line in s.lines())
-    assert replayed["varied"]["summary"].foreign_units == 0
+    assert not s.packed
+    varied = replayed["varied"]["summary"]
+    assert varied.foreign_units == 0 and varied.unresolved == [] and varied.packed
 
 
 def test_one_long_queue_is_replayed_in_pieces_over_several_tasks(spark, replayed) -> None:
