@@ -223,7 +223,7 @@ def replay_packed(ctx: PullContext, decisions: Any = None):
         joined, missing = join_side(units, unpack(packed, MESSAGES, SIDE_ROWS))
         extra = [_part(UNRESOLVED, 1, topic, queue_id, {"counts": pa.array([missing.tolist()], pa.list_(pa.int64()))})
                  ] if len(missing) else []
-        return replay_piece(ctx, joined, topic, queue_id, decisions, extra)
+        return replay_piece(ctx, joined, topic, queue_id, int(packed.column("piece")[0].as_py()), decisions, extra)
 
     return run
 

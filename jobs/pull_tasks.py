@@ -52,14 +52,16 @@ def piece_size(units_per_file: int, wanted: int) -> int:
 MATRIX, DETAIL, PULL, COUNT, FILE, PIECE, UNRESOLVED = ("matrix", "detail", "pull", "count", "file", "piece",
                                                         "unresolved")
 OUT_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()), ("subscription_index", pa.int32()),
+    ("kind", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()), ("piece", pa.int64()),
+    ("subscription_index", pa.int32()),
     *[f for f in MATRIX_SCHEMA], ("what_if_decisions", pa.binary()), ("scanned", pa.bool_()),
     ("detail", pa.string()),
     *[f for f in PULLS_SCHEMA if f.name != "plan"],
     ("counts", pa.list_(pa.int64())),
     ("file", pa.string()),
 ])
-"""What a queue's one replay emits, every kind in one schema (the other kinds' columns null): MATRIX rows (the
+"""What a queue's one replay emits, every kind in one schema (the other kinds' columns null; `piece` on PULL and
+COUNT rows, whose pulls are numbered from the piece's first): MATRIX rows (the
 unit, `decisions` with the run's subscriptions' bytes, `what_if_decisions` with the what-if candidates' bytes,
 `scanned` when a subscription, not only a candidate, scanned it), DETAIL rows, PULL rows, and one COUNT row per
 subscription (`filterlib.replay.matrix.COUNT_FIELDS`), and one PIECE row per task (`counts`: [units, Spark partition,
@@ -372,12 +374,12 @@ def replay_queues(ctx: PullContext, decisions: Any = None):
 
     def run(table: pa.Table) -> pa.Table:
         return replay_piece(ctx, table, table.column("topic")[0].as_py(), table.column("queue_id")[0].as_py(),
-                            decisions)
+                            int(table.column("piece")[0].as_py()), decisions)
 
     return run
 
 
-def replay_piece(ctx: PullContext, table: pa.Table, topic: str, queue_id: int, decisions: Any = None,
+def replay_piece(ctx: PullContext, table: pa.Table, topic: str, queue_id: int, piece: int, decisions: Any = None,
                  extra: list[pa.Table] = ()) -> pa.Table:
     """One piece of a queue replayed: its units (CQ_SIDE rows and their messages' side, `replay_queues`) in, every
     OK plan of the topic paged over them, out as OUT_SCHEMA rows (`extra`: more rows to hand back with them)."""
@@ -403,11 +405,11 @@ def replay_piece(ctx: PullContext, table: pa.Table, topic: str, queue_id: int, d
     if decisions is not None:
         decisions.add(sum(int(c[SCANNED]) for c in out.counts.values()))
     end = int(ends[0].as_py()) if len(ends) else -1
-    piece = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition(), end, foreign]],
-                                                                  pa.list_(pa.int64()))})
+    row = _part(PIECE, 1, topic, queue_id, {"counts": pa.array([[units.num_rows, _partition(), end, foreign]],
+                                                                pa.list_(pa.int64()))})
     if ctx.targets:
-        return pa.concat_tables([written(ctx, out, topic, queue_id, real, cand), piece, *extra])
-    return pa.concat_tables([compact(out, topic, queue_id, real, cand), piece, *extra])
+        return pa.concat_tables([written(ctx, out, topic, queue_id, piece, real, cand), row, *extra])
+    return pa.concat_tables([compact(out, topic, queue_id, piece, real, cand), row, *extra])
 
 
 def _partition() -> int:
@@ -428,7 +430,8 @@ def _with_head(t: pa.Table, topic: str, queue_id: int, schema: pa.Schema) -> pa.
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
-def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand: int) -> pa.Table:
+def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int, piece: int, real: int,
+            cand: int) -> pa.Table:
     """One queue's compact output written as Parquet files by this task (`delta_files.write_part`: the run's
     subscriptions' matrix rows and details), handed back as FILE rows beside the PULL and COUNT rows (and the MATRIX
     rows of a topic with what-if candidates)."""
@@ -449,7 +452,7 @@ def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int
         if desc is not None:
             files.append(json.dumps(desc))
     parts = [_part(FILE, len(files), topic, queue_id, {"file": pa.array(files, pa.string())}),
-             _pulls_part(out.pulls, topic, queue_id), _counts_part(out, topic, queue_id)]
+             _pulls_part(out.pulls, topic, queue_id, piece), _counts_part(out, topic, queue_id, piece)]
     if cand:
         cols = {name: m.column(name) for name in m.column_names}
         cols["decisions"] = matrix.matrix_column(codes[:, :real])
@@ -459,12 +462,16 @@ def written(ctx: PullContext, out: matrix.QueueOutput, topic: str, queue_id: int
     return pa.concat_tables(parts)
 
 
-def _pulls_part(p: pa.Table, topic: str, queue_id: int) -> pa.Table:
+def _pulls_part(p: pa.Table, topic: str, queue_id: int, piece: int) -> pa.Table:
     return _part(PULL, p.num_rows, topic, queue_id, {("subscription_index" if n == "plan" else n): p.column(n)
-                                                     for n in p.column_names})
+                                                     for n in p.column_names} | {"piece": _piece(piece, p.num_rows)})
 
 
-def _counts_part(out: matrix.QueueOutput, topic: str, queue_id: int) -> pa.Table:
+def _piece(piece: int, n: int) -> pa.Array:
+    return pa.array(np.full(n, piece, dtype=np.int64))
+
+
+def _counts_part(out: matrix.QueueOutput, topic: str, queue_id: int, piece: int) -> pa.Table:
     """A COUNT row per plan: its counts over the piece, and the furthest `next_begin_offset` its pulls left (null
     without a pull): the driver takes each (subscription, queue)'s position from these (pull_positions)."""
     plans = sorted(out.counts)
@@ -476,7 +483,8 @@ def _counts_part(out: matrix.QueueOutput, topic: str, queue_id: int) -> pa.Table
     return _part(COUNT, len(plans), topic, queue_id, {
         "subscription_index": pa.array(plans, pa.int32()),
         "counts": pa.array([out.counts[i].tolist() for i in plans], pa.list_(pa.int64())),
-        "next_begin_offset": pa.array([furthest.get(i) for i in plans], pa.int64())})
+        "next_begin_offset": pa.array([furthest.get(i) for i in plans], pa.int64()),
+        "piece": _piece(piece, len(plans))})
 
 
 def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array]) -> pa.Table:
@@ -487,7 +495,7 @@ def _part(kind: str, n: int, topic: str, queue_id: int, cols: dict[str, pa.Array
     return pa.Table.from_arrays([a.cast(f.type) for a, f in zip(arrays, OUT_SCHEMA, strict=True)], schema=OUT_SCHEMA)
 
 
-def compact(out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand: int) -> pa.Table:
+def compact(out: matrix.QueueOutput, topic: str, queue_id: int, piece: int, real: int, cand: int) -> pa.Table:
     """One queue's compact output as OUT_SCHEMA rows: the matrix split into the subscriptions' and the what-if
     candidates' bytes, then the details, the pulls and a count row per plan."""
     m = out.matrix
@@ -503,7 +511,7 @@ def compact(out: matrix.QueueOutput, topic: str, queue_id: int, real: int, cand:
         _part(DETAIL, d.num_rows, topic, queue_id, {"subscription_index": d.column("plan"),
                                                     "queue_offset": d.column("queue_offset"),
                                                     "detail": d.column("detail")}),
-        _pulls_part(out.pulls, topic, queue_id), _counts_part(out, topic, queue_id)])
+        _pulls_part(out.pulls, topic, queue_id, piece), _counts_part(out, topic, queue_id, piece)])
 
 
 def what_if_changes(compared: list):

@@ -50,7 +50,7 @@ from filterlib.replay.plans import (
     plan_members,
 )
 from filterlib.replay.rows import MESSAGE_SIDE
-from filterlib.replay.stats import continued, pull_positions, stats_rows, sum_counts, totals
+from filterlib.replay.stats import continued, pull_firsts, pull_positions, stats_rows, sum_counts, totals
 from filterlib.replay.timeline import Carried, carry, replay_from
 from filterlib.replay.whatif import WHAT_IF, WhatIf, WhatIfRefused, parse_what_if, what_if_plans
 from filterlib.store.commitlog import COMPRESSED_FLAG
@@ -747,17 +747,14 @@ def _file_targets(spark: SparkSession, warehouse: str, dump_id: str, copy: str |
         return {}
 
 
-def _pulls_df(out: DataFrame, plans_df: DataFrame, mine, dump_id, bases: DataFrame) -> DataFrame:
-    """The run's pulls, each numbered over its queue: a piece numbers its calls from its own first, and calls of
-    one subscription and queue follow each other in request offset; a continued subscription's from the pulls it
-    made before (`bases`)."""
-    from pyspark.sql import Window
+def _pulls_df(out: DataFrame, plans_df: DataFrame, mine, dump_id, firsts: DataFrame) -> DataFrame:
+    """The run's pulls, each numbered over its queue: a piece numbers its calls from its own first, whose number
+    over the queue `firsts` holds (no sort of the pulls)."""
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("subscription_index", "topic", "queue_id").orderBy("request_offset")
-    pulls = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(bases), ["subscription_index", "queue_id"],
-                                                            "left")
-    pulls = pulls.withColumn("pull_index", (F.row_number().over(w) - 1 + F.coalesce("base", F.lit(0))).cast("int"))
+    pulls = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(firsts),
+                                                            ["subscription_index", "queue_id", "piece"])
+    pulls = pulls.withColumn("pull_index", (F.col("pull_index") + F.col("first")).cast("int"))
     return pulls.join(F.broadcast(plans_df), "subscription_index").select(dump_id, *PULL_COLUMNS)
 
 
@@ -1041,9 +1038,10 @@ def _found_elsewhere(spark: SparkSession, msgs: MessageFiles, offsets: list[int]
 
 
 def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
-           summary: Summary, decisions: Any) -> list:
+           summary: Summary, decisions: Any) -> tuple[list, dict[tuple[int, int, int], int]]:
     """Run the replay, keeping only the small rows on the driver (counts, pieces, written files): the summary's
-    statistics and totals from them. Returns the FILE rows."""
+    statistics and totals from them. Returns the FILE rows, and the number over its queue of each piece's first
+    pull of each subscription (`stats.pull_firsts`)."""
     from pyspark.sql import functions as F
 
     mine = F.col("subscription_index") < planned.current
@@ -1053,7 +1051,7 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
             progress(spark, log, f"replay {summary.queues} queues",
                      counted={"decisions": decisions}):
         small = out.where(((F.col("kind") == COUNT) & mine) | F.col("kind").isin(FILE, PIECE, UNRESOLVED)).select(
-            "kind", "topic", "queue_id", "subscription_index", "counts", "next_begin_offset", "file").collect()
+            "kind", "topic", "queue_id", "piece", "subscription_index", "counts", "next_begin_offset", "file").collect()
     pieces = [r.counts for r in small if r.kind == PIECE]
     summary.queue_ends = {(r.topic, r.queue_id): r.counts[2] for r in small
                           if r.kind == PIECE and len(r.counts) > 2 and r.counts[2] >= 0}
@@ -1080,13 +1078,16 @@ def _count(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
     log.info("decided: %d units, %d delivered, %d pulls; %d queues replayed in %d pieces (the largest %d units) "
              "over %d tasks", summary.decisions, summary.delivered, summary.pulls, summary.queues, summary.pieces,
              summary.largest_piece, summary.piece_partitions)
-    return [r for r in small if r.kind == FILE]
+    bases = planned.carried.bases if planned.carried is not None else {}
+    firsts = pull_firsts(((r.subscription_index, r.queue_id, r.piece, r.counts) for r in small if r.kind == COUNT),
+                         bases)
+    return [r for r in small if r.kind == FILE], firsts
 
 
 def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame, files: list,
-           summary: Summary) -> None:
+           firsts: dict[tuple[int, int, int], int], summary: Summary) -> None:
     """Every table of the run but what_if: the tasks' own files committed (or the compact output written through
-    Spark), then pulls numbered over each queue, decision_codes and group_stats."""
+    Spark), then pulls numbered over each queue (`firsts`, each piece's first), decision_codes and group_stats."""
     from pyspark.sql import functions as F
 
     sc, wh, dump = spark.sparkContext, inputs.warehouse, inputs.dump_id
@@ -1114,8 +1115,7 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
         summary.tables["decision_details"] = append_dump(details_df, wh, "decision_details", dump,
                                                          planned.on_top_of("decision_details"))
     sc.setJobDescription(f"{PROG} {dump}: write pulls")
-    bases = planned.carried.bases if planned.carried is not None else {}
-    pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _bases_df(spark, bases))
+    pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _firsts_df(spark, firsts))
     if ctx.targets:  # the tasks write the files, the commit lists the partition from the log
         schema = tables.PULLS.arrow()
         parts = frame_parts(pulls, file_target(spark, wh, "pulls", dump, copy), schema, schema.names,
@@ -1159,10 +1159,10 @@ def _position_rows(planned: Planned, summary: Summary, copy: str) -> list[dict]:
     return rows
 
 
-def _bases_df(spark: SparkSession, bases: dict[tuple[int, int], int]) -> DataFrame:
-    """(subscription_index, queue_id, base): the pulls a continued subscription already made on each queue."""
-    return spark.createDataFrame([(i, q, n) for (i, q), n in sorted(bases.items())],
-                                 "subscription_index int, queue_id int, base long")
+def _firsts_df(spark: SparkSession, firsts: dict[tuple[int, int, int], int]) -> DataFrame:
+    """(subscription_index, queue_id, piece, first): the number over its queue of each piece's first pull."""
+    return spark.createDataFrame([(i, q, p, n) for (i, q, p), n in sorted(firsts.items())],
+                                 "subscription_index int, queue_id int, piece long, first long")
 
 
 def _compare(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
@@ -1218,7 +1218,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
     log.info("replay: %d queues of %d topics from the %s", summary.queues, len(topics), summary.queues_source)
     decisions = spark.sparkContext.accumulator(0)
     out = _replay(units, msgs, ctx, decisions, packed=packed)
-    files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+    files, firsts = _count(spark, inputs, planned, ctx, out, summary, decisions)
     summary.packed = packed is not None and msgs.source is not None
     elsewhere = _found_elsewhere(spark, msgs, summary.unresolved) if summary.packed else 0
     if elsewhere:  # rare: a queue points at a message of another queue, which the packed pieces did not hold
@@ -1227,7 +1227,7 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         out.unpersist()
         decisions = spark.sparkContext.accumulator(0)
         out = _replay(units, msgs, ctx, decisions)
-        files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+        files, firsts = _count(spark, inputs, planned, ctx, out, summary, decisions)
         summary.packed = False
     if summary.foreign_units:  # rare: verdicts are per the message's topic, so join these units' properties
         summary.notes.append(f"{summary.foreign_units:,} units point at messages of another topic: replayed with "
@@ -1236,10 +1236,10 @@ def run(spark: SparkSession, inputs: Inputs) -> Summary:
         decisions = spark.sparkContext.accumulator(0)
         foreign = summary.foreign_units
         out = _replay(units, msgs, ctx, decisions, by_verdicts=False)
-        files = _count(spark, inputs, planned, ctx, out, summary, decisions)
+        files, firsts = _count(spark, inputs, planned, ctx, out, summary, decisions)
         summary.foreign_units = foreign
     with progress(spark, log, "write the tables"):
-        _write(spark, inputs, planned, ctx, out, files, summary)
+        _write(spark, inputs, planned, ctx, out, files, firsts, summary)
     if planned.candidates:
         _compare(spark, inputs, planned, ctx, out, msgs.df, summary)
     out.unpersist()

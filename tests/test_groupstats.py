@@ -10,7 +10,7 @@ from filterlib import vocabulary as vocab
 from filterlib.replay.matrix import CODES, COUNT_FIELDS, counts
 from filterlib.replay.paging import FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE
 from filterlib.replay.plans import Plan
-from filterlib.replay.stats import pull_positions, stats_rows, sum_counts, totals
+from filterlib.replay.stats import pull_firsts, pull_positions, stats_rows, sum_counts, totals
 
 
 def code(outcome: str, fp: bool = False, tested: bool | None = None) -> int:
@@ -52,6 +52,20 @@ def test_a_position_is_the_furthest_pull_of_the_queues_pieces_and_their_pulls() 
     positions = pull_positions([(0, 3, 800, q0a), (0, 3, 1200, q0b), (1, 3, 400, q0a), (2, 3, None, idle)])
     assert positions == {(0, 3): (1200, 5), (1, 3): (400, 2)}
     assert pull_positions([(0, 3, 1200, q0b), (0, 3, 800, q0a)]) == {(0, 3): (1200, 5)}  # in any order
+
+
+def test_each_pieces_first_pull_is_numbered_after_the_pulls_of_the_queues_earlier_pieces() -> None:
+    """Pieces come in any order; a subscription's pieces of one queue number on from each other in piece order, a
+    continued subscription's from the pulls it made before, each queue and subscription on its own."""
+    delivered = code(vocab.DELIVERED, tested=True)
+    two = piece([delivered], [1], [1, 0], [FOUND, NO_MATCHED_MESSAGE], True)
+    three = piece([delivered], [1], [1, 0, 0], [FOUND, FOUND, OFFSET_OVERFLOW_ONE], False)
+    idle = piece([], [], [], [], True)
+    rows = [(0, 3, 7, three), (0, 3, 5, two), (0, 3, 6, idle), (0, 3, 9, two), (1, 3, 5, three), (0, 4, 0, two)]
+    assert pull_firsts(rows, {}) == {(0, 3, 5): 0, (0, 3, 6): 2, (0, 3, 7): 2, (0, 3, 9): 5, (1, 3, 5): 0,
+                                     (0, 4, 0): 0}
+    assert pull_firsts(rows, {(0, 3): 40, (1, 4): 9}) == {(0, 3, 5): 40, (0, 3, 6): 42, (0, 3, 7): 42, (0, 3, 9): 45,
+                                                          (1, 3, 5): 0, (0, 4, 0): 0}
 
 
 def test_rows_carry_the_plan_the_rates_and_zeros_for_a_plan_that_never_pulled() -> None:

@@ -42,6 +42,25 @@ def pull_positions(pieces: Iterable[tuple[int, int, int | None, Sequence[int]]]
     return out
 
 
+def pull_firsts(pieces: Iterable[tuple[int, int, int, Sequence[int]]], bases: Mapping[tuple[int, int], int]
+                ) -> dict[tuple[int, int, int], int]:
+    """{(subscription index, queue id, piece): the number of the piece's first pull over the queue} from the
+    (subscription index, queue id, piece, COUNT_FIELDS vector) of each piece: a queue's pieces follow each other in
+    queue offset, each numbering its own pulls from 0, a continued subscription's from the pulls it made before
+    (`bases`, by subscription index and queue id)."""
+    pulls = COUNT_FIELDS.index("pulls")
+    by_queue: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for index, queue_id, piece, vector in pieces:
+        by_queue.setdefault((index, queue_id), []).append((piece, int(vector[pulls])))
+    out: dict[tuple[int, int, int], int] = {}
+    for (index, queue_id), counted in by_queue.items():
+        at = bases.get((index, queue_id), 0)
+        for piece, n in sorted(counted):
+            out[(index, queue_id, piece)] = at
+            at += n
+    return out
+
+
 def stats_rows(plans: Sequence[Plan], counts: Mapping[int, Mapping[str, int]], positions: Mapping[int, int],
                dump_id: str, start: str, error_rate_percent: int) -> list[dict]:
     """One group_stats row per plan: the plan's words, its counts (0 where it pulled nothing), the bloom false
