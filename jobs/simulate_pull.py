@@ -625,7 +625,7 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     if files is not None:
         where = geometry([(t, q, base(t, q, lo), size, lo, hi, per_file, firsts.get((t, q)))
                           for t, q, lo, hi in bounds])
-        paths = spark.createDataFrame([(p,) for p in files.paths], "path string").repartition(max(1, len(files.paths)))
+        paths = _path_tasks(spark, files.paths)
         tails = spark.createDataFrame(end_rows([(t, q, (hi - base(t, q, lo)) // size if size else 0, lo, per_file, hi)
                                                 for t, q, lo, hi in bounds]), packed_ddl())
         packed = PackedQueues(paths.mapInArrow(packed_rebuilt_queues(files, where), packed_ddl()).unionByName(tails),
@@ -1006,18 +1006,14 @@ def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decision
     from pyspark import StorageLevel
 
     if by_verdicts and packed is not None and messages.source is not None:
-        paths = messages.source.paths
-        side = (messages.df.sparkSession.createDataFrame([(p,) for p in paths], "path string")
-                .repartition(max(1, len(paths))).mapInArrow(
-                    packed_message_files(ctx, messages.source, messages.low, packed.where), packed_ddl()))
+        side = _path_tasks(messages.df.sparkSession, messages.source.paths).mapInArrow(
+            packed_message_files(ctx, messages.source, messages.low, packed.where), packed_ddl())
         out = packed.df.unionByName(side).groupBy("topic", "queue_id", "piece").applyInArrow(
             replay_packed(ctx, decisions), out_ddl())
         return out.persist(StorageLevel.MEMORY_AND_DISK)
     if by_verdicts and messages.source is not None:
-        paths = messages.source.paths
-        side = (messages.df.sparkSession.createDataFrame([(p,) for p in paths], "path string")
-                .repartition(max(1, len(paths))).mapInArrow(message_files_side(ctx, messages.source, messages.low),
-                                                            verdict_side_ddl()))
+        side = _path_tasks(messages.df.sparkSession, messages.source.paths).mapInArrow(
+            message_files_side(ctx, messages.source, messages.low), verdict_side_ddl())
     elif by_verdicts:
         side = messages.df.select(*MESSAGE_COLUMNS).mapInArrow(message_side(ctx), verdict_side_ddl())
     else:
@@ -1025,6 +1021,12 @@ def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decision
     joined = units.join(side, "commit_log_offset", "left")
     out = joined.groupBy("topic", "queue_id", "piece").applyInArrow(replay_queues(ctx, decisions), out_ddl())
     return out.persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def _path_tasks(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
+    """A `path` row per file, each in a partition of its own (a task per file), without a shuffle."""
+    return spark.createDataFrame(spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths))),
+                                 "path string")
 
 
 def _found_elsewhere(spark: SparkSession, msgs: MessageFiles, offsets: list[int]) -> int:
