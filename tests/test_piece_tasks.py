@@ -3,10 +3,17 @@ sides place a queue's rows in the same pieces, and a piece joins its units to it
 
 from __future__ import annotations
 
+import shutil
+import struct
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from jobs.piece_tasks import KEYS, MESSAGES, UNITS, geometry, join_side, pack, unpack
+
+DEMO = Path(__file__).resolve().parent.parent / "demo"
 
 
 def _rows(rng: np.random.Generator, n: int) -> pa.Table:
@@ -70,3 +77,43 @@ def test_a_piece_joins_each_unit_to_the_message_at_its_offset_and_names_those_wi
     assert sorted(missing.tolist()) == sorted(offsets[250:].tolist())
     empty, lost = join_side(units, side.slice(0, 0))
     assert empty.column("verdicts").null_count == units.num_rows and len(lost) == units.num_rows - 1
+
+
+JOB2_TABLES = ("pull_decisions", "decision_details", "pulls", "group_stats")
+
+
+def _tables(spark, wh: str, dump: str) -> dict[str, list]:
+    from jobs.runs import read_dump
+
+    return {t: sorted(map(repr, (tuple(r) for r in read_dump(spark, wh, t, dump).collect()))) for t in JOB2_TABLES}
+
+
+@pytest.mark.spark
+def test_a_unit_pointing_at_no_message_is_decided_as_the_joined_replay_decides_it(spark, tmp_path, monkeypatch) -> None:
+    """The demo dump with one PaymentEvents unit pointing inside a record (no message starts there): the packed
+    replay names the unit, finds no message at its offset anywhere, and keeps its decisions; they equal, table for
+    table, those of the replay that joins every unit to the messages through Spark."""
+    from jobs import build_queues, simulate_pull
+
+    store = tmp_path / "dump"
+    shutil.copytree(DEMO / "dump", store)
+    cq = store / "consumequeue" / "PaymentEvents" / "0" / "00000000000000000000"
+    data = bytearray(cq.read_bytes())
+    at, size, tags = struct.unpack_from(">qiq", data, 20)
+    assert size > 8
+    struct.pack_into(">q", data, 20, at + 4)
+    cq.write_bytes(bytes(data))
+    wh = str(tmp_path / "wh")
+    args = ["--store", str(store), "--warehouse", wh, "--broker-conf", str(DEMO / "broker.conf"), "--dump-id", "d"]
+    build_queues.run(spark, build_queues.validate(build_queues.parser().parse_args(args)))
+    pull = simulate_pull.validate(simulate_pull.parser().parse_args(
+        args + ["--subscriptions", str(DEMO / "subscriptions.json")]))
+    packed = simulate_pull.run(spark, pull)
+    assert packed.packed and packed.unresolved == [at + 4]
+    assert not any("another queue" in line for line in packed.lines())
+    got = _tables(spark, wh, "d")
+    units = simulate_pull._queue_units
+    monkeypatch.setattr(simulate_pull, "_queue_units", lambda *a, **k: (*units(*a, **k)[:2], None))
+    joined = simulate_pull.run(spark, pull)
+    assert not joined.packed and joined.decisions == packed.decisions > 0
+    assert _tables(spark, wh, "d") == got
