@@ -53,6 +53,7 @@ from jobs.delta_io import (
     outdated,
     partition_columns,
     partition_dir,
+    scala_list,
     stats_of,
     table_path,
 )
@@ -584,7 +585,7 @@ def _files_to_remove(spark: SparkSession, txn: Any, path: str, dump_id: str) -> 
     cond = _jvm_list(jvm, [df.where(F.col(PARTITION) == dump_id)._jdf.queryExecution().analyzed().condition()])
     part = partition_files(spark, path, version, PARTITION, dump_id)
     if part is None:
-        return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.filterFiles(cond, False)))
+        return scala_list(txn.filterFiles(cond, False))
     action = jvm.org.apache.spark.sql.delta.actions.Action
     files = [action.fromJson(json.dumps({"add": a})) for a in part[1]]
     txn.trackReadPredicates(cond, False, True)  # what filterFiles records
@@ -635,7 +636,7 @@ def _commit(spark: SparkSession, path: str, table: str, dump_id: str, files: Seq
         md = creation_metadata(_spark_schema(schema), stats_columns)
         current = []
     else:
-        if list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.metadata().partitionColumns())) != [PARTITION]:
+        if scala_list(txn.metadata().partitionColumns()) != [PARTITION]:
             raise outdated(path, table)
         md = _metadata_json(txn, schema, stats_columns, table)
         current = [] if blind else _files_to_remove(spark, txn, path, dump_id)
