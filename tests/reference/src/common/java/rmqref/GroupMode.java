@@ -1254,7 +1254,7 @@ final class GroupMode {
                     // filters, the rest are written when they change).
                     b.controller.getTopicConfigManager().persist();
                     b.controller.getSubscriptionGroupManager().persist();
-                    b.controller.shutdown();
+                    QuickShutdown.run(b.controller.getMessageStore(), b.controller::shutdown);
                 }), "rmqref-shutdown-" + b.name);
                 t.start();
                 stopping.add(t);

@@ -228,7 +228,7 @@ final class RebuildMode {
             if (queueRows != null) {
                 r.put("queues", queueRows);
             }
-            b.store.shutdown();
+            QuickShutdown.run(b.store, b.store::shutdown);
             if (compare) {
                 r.put("compare", compareDirs(root));
             }

@@ -53,7 +53,7 @@ final class RecoverMode {
             }
             result.put("minPhyOffset", b.store.getMinPhyOffset());
             result.put("maxPhyOffset", b.store.getMaxPhyOffset());
-            b.store.shutdown();
+            QuickShutdown.run(b.store, b.store::shutdown);
             StoreMode.writeJson(Paths.get(out), result);
         } finally {
             Trees.delete(tmp);

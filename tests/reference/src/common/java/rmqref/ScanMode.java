@@ -51,7 +51,7 @@ final class ScanMode {
             JSONObject result = new JSONObject();
             result.put("checkCRC", crc);
             result.put("results", results);
-            b.store.shutdown();
+            QuickShutdown.run(b.store, b.store::shutdown);
             StoreMode.writeJson(Paths.get(out), result);
         } finally {
             Trees.delete(tmp);

@@ -192,7 +192,7 @@ final class StoreBroker {
 
     /** Shuts the store down (it stops its ScheduleMessageService and persists delayOffset.json itself). */
     void shutdown() {
-        store.shutdown();
+        QuickShutdown.run(store, store::shutdown);
     }
 
     /** Retention events are wired for the 5.x line only (4.9.7 deletes up to ten files per call). */

@@ -255,7 +255,7 @@ final class StoreBroker {
 
     /** Shuts the store down, then (RocksDB) closes the config databases so every write reaches their files. */
     void shutdown() {
-        store.shutdown();
+        QuickShutdown.run(store, store::shutdown);
         if (configV2()) {
             configStorage().shutdown();
         } else if (rocksdb()) {
