@@ -1,10 +1,11 @@
-"""One consistent snapshot per run (jobs.runs): both jobs killed with SIGKILL after one table, after several and
-after the last leave readers on the previous complete run; a following complete run moves them forward.
+"""One consistent snapshot per run (jobs.runs): both jobs stopped after one table and after several, and killed with
+SIGKILL after the last, leave readers on the previous complete run; a following complete run moves them forward.
 
 Job 1 first builds the bundled demo dump (store A) and job 2 replays it, in this process. Then job 1 runs as a
 process on store B (the demo dump without its last commitlog file: fewer messages, other rows in every table) and
-is killed once a given table's Delta commit appears in its `_delta_log`; read_dump, job 2, explain and report must
-still see A. Job 2 is killed the same way with fewer subscriptions. Complete runs then move the readers to B.
+is stopped once a given table's Delta commit appears in its `_delta_log` (killed at the last such table); read_dump,
+job 2, explain and report must still see A. Job 2 is stopped and killed the same way with fewer subscriptions.
+Complete runs then move the readers to B.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,19 +58,28 @@ def _commits(wh: str, table: str) -> int:
     return max((int(p.stem) for p in log.glob("*.json")), default=-1) if log.is_dir() else -1
 
 
-def _kill_after(argv: list[str], wh: str, table: str) -> None:
-    """Run a job as a process; SIGKILL it (its whole process group) as soon as `table` gets a new commit."""
-    before = _commits(wh, table)
+def _stopped_at(argv: list[str], wh: str, tables: tuple[str, ...]) -> Iterator[str]:
+    """Run a job as a process and stop it (SIGSTOP, its whole process group) as soon as each of `tables`, in the
+    order the job writes them, gets a new commit; yield the table while it is stopped, then let it go on (SIGCONT).
+    A stopped process writes nothing, so the warehouse at each stop is what a SIGKILL at that instant leaves; after
+    the last table the process is SIGKILLed. One process serves every kill point (a process per point started a JVM
+    and Spark, and redid the job's work up to the point, each time)."""
+    before = {t: _commits(wh, t) for t in tables}
     proc = subprocess.Popen([sys.executable, "-m", *argv, "--master", "local[2]"], cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 600
-        while _commits(wh, table) == before:
-            if proc.poll() is not None:
-                pytest.fail(f"the job ended before committing {table}: {proc.stderr.read()[-3000:]}")
-            assert time.monotonic() < deadline, f"no commit of {table}"
-            time.sleep(0.005)
+        for i, table in enumerate(tables):
+            deadline = time.monotonic() + 600
+            while _commits(wh, table) == before[table]:
+                if proc.poll() is not None:
+                    pytest.fail(f"the job ended before committing {table}: {proc.stderr.read()[-3000:]}")
+                assert time.monotonic() < deadline, f"no commit of {table}"
+                time.sleep(0.005)
+            os.killpg(proc.pid, signal.SIGKILL if i == len(tables) - 1 else signal.SIGSTOP)
+            yield table
+            if i < len(tables) - 1:
+                os.killpg(proc.pid, signal.SIGCONT)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -111,9 +122,9 @@ def test_killed_runs_leave_readers_on_the_last_complete_run(spark, stores, tmp_p
     assert a1 == _snapshot(spark, wh, JOB1, latest=True)
     report_a = report.collect(spark, wh, DUMP, generated_at="x")
 
-    # job 1 on store B, killed after its first table, after messages (four tables), after its last
-    for table in ("dump_files", "messages", "dumps"):
-        _kill_after(["jobs.build_queues", *_job1_args(wh, stores["B"])], wh, table)
+    # job 1 on store B, stopped after its first table and after messages (four tables), killed after its last
+    for table in _stopped_at(["jobs.build_queues", *_job1_args(wh, stores["B"])], wh, ("dump_files", "messages",
+                                                                                        "dumps")):
         assert len(_runs(spark, wh)) == 2, f"killed after {table}: no run row"
         assert _snapshot(spark, wh, JOB1) == a1, table
         assert _snapshot(spark, wh, (table,), latest=True)[table] != a1[table], table  # B's rows, committed
@@ -125,9 +136,9 @@ def test_killed_runs_leave_readers_on_the_last_complete_run(spark, stores, tmp_p
     assert len(runs) == 3 and runs[2]["inputs"] == runs[1]["inputs"]
     assert _snapshot(spark, wh, JOB2) == a2
 
-    # job 2 with three subscriptions, killed after its first table and after its last
-    for table in ("pull_decisions", "group_stats"):
-        _kill_after(["jobs.simulate_pull", *_job2_args(wh, str(subs_few))], wh, table)
+    # job 2 with three subscriptions, stopped after its first table, killed after its last
+    for table in _stopped_at(["jobs.simulate_pull", *_job2_args(wh, str(subs_few))], wh, ("pull_decisions",
+                                                                                           "group_stats")):
         assert len(_runs(spark, wh)) == 3, f"killed after {table}: no run row"
         assert _snapshot(spark, wh, JOB2) == a2, table
         assert _snapshot(spark, wh, (table,), latest=True)[table] != a2[table], table
