@@ -67,7 +67,7 @@ from jobs.delta_log import (
     partition_files,
     s3_options,
 )
-from jobs.faults import LayoutOutdated
+from jobs.faults import LayoutOutdated, task_writes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -736,7 +736,8 @@ def _write_rows(spark: SparkSession, warehouse: str, target: FileTarget, table: 
     """The driver's own file of `rows` and its commit."""
     schema = table.arrow()
     data = pa.Table.from_pylist([{**r, PARTITION: target.dump_id} for r in rows], schema)
-    part = write_part(target, data, schema, stats_columns, compression=parquet_codec(spark))
+    with task_writes(table.name, table_path(warehouse, table.name), target.dump_id):  # full, read-only: named
+        part = write_part(target, data, schema, stats_columns, compression=parquet_codec(spark))
     return commit_dump(spark, warehouse, table.name, target.dump_id, [part], schema, stats_columns, on_top_of,
                        blind)
 
