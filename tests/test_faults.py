@@ -119,10 +119,10 @@ def clean(spark, tmp_path_factory) -> dict:
     refused = {}
     try:
         deadline = time.monotonic() + 120
-        while not marker.exists():
+        # the marker is created (O_EXCL) and then written: wait for its whole holder, not just the file
+        while (holder := Holder.decode(marker.read_bytes()) if marker.exists() else None) is None:
             assert t.is_alive() and time.monotonic() < deadline, "the run took no marker"
             time.sleep(0.01)
-        holder = Holder.decode(marker.read_bytes())
         t0 = time.monotonic()
         job1 = _job1(wh)
         job2 = _job("jobs.simulate_pull", "--store", str(DEMO / "dump"), "--warehouse", wh, "--dump-id", DUMP,
