@@ -830,10 +830,14 @@ def all_null(source: FileSource, column: str) -> bool:
 
 
 def frame_parts(df: Any, target: FileTarget, schema: pa.Schema, stats_columns: Sequence[str] = (),
-                compression: str = "snappy") -> list[dict]:
+                compression: str = "snappy",
+                prepare: Callable[[pa.RecordBatch], pa.Table] | None = None) -> list[dict]:
     """A DataFrame's rows written by its own tasks, one Parquet file a partition (`write_part`), for `commit_dump`:
-    the rows never pass Spark's JVM writer, and the commit lists the files without a Spark job."""
+    the rows never pass Spark's JVM writer, and the commit lists the files without a Spark job. `prepare` turns
+    each batch into the table's rows in the task (a join with small driver-side tables, say)."""
     def write(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        if prepare is not None:
+            batches = (b for batch in batches for b in prepare(batch).to_batches())
         d = write_part(target, batches, schema, stats_columns, compression)
         yield pa.RecordBatch.from_pydict({"file": [None if d is None else json.dumps(d)]},
                                          pa.schema([("file", pa.string())]))

@@ -50,7 +50,15 @@ from filterlib.replay.plans import (
     plan_members,
 )
 from filterlib.replay.rows import MESSAGE_SIDE
-from filterlib.replay.stats import continued, pull_firsts, pull_positions, stats_rows, sum_counts, totals
+from filterlib.replay.stats import (
+    continued,
+    pull_firsts,
+    pull_numbering,
+    pull_positions,
+    stats_rows,
+    sum_counts,
+    totals,
+)
 from filterlib.replay.timeline import Carried, carry, replay_from
 from filterlib.replay.whatif import WHAT_IF, WhatIf, WhatIfRefused, parse_what_if, what_if_plans
 from filterlib.store.commitlog import COMPRESSED_FLAG
@@ -1117,14 +1125,16 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
         summary.tables["decision_details"] = append_dump(details_df, wh, "decision_details", dump,
                                                          planned.on_top_of("decision_details"))
     sc.setJobDescription(f"{PROG} {dump}: write pulls")
-    pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _firsts_df(spark, firsts))
-    if ctx.targets:  # the tasks write the files, the commit lists the partition from the log
+    if ctx.targets:  # the tasks number the pulls and write the files, the commit lists the partition from the log
         schema = tables.PULLS.arrow()
+        pulls = out.where((F.col("kind") == PULL) & mine).select("piece", *(c for c in PULL_COLUMNS
+                                                                          if c != "consumer_group"))
         parts = frame_parts(pulls, file_target(spark, wh, "pulls", dump, copy), schema, schema.names,
-                            parquet_codec(spark))
+                            parquet_codec(spark), pull_numbering(firsts, planned.all))
         commit_dump(spark, wh, "pulls", dump, parts, schema, schema.names, planned.on_top_of("pulls"))
         summary.tables["pulls"] = table_path(wh, "pulls")
     else:
+        pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _firsts_df(spark, firsts))
         summary.tables["pulls"] = append_dump(pulls, wh, "pulls", dump, planned.on_top_of("pulls"))
     sc.setJobDescription(f"{PROG} {dump}: write decision_codes and group_stats")
     summary.tables["decision_codes"] = replace_rows(spark, wh, tables.DECISION_CODES, dump, _codes_rows())

@@ -7,9 +7,11 @@ subscription); this module adds them up and derives the rates, so the Spark laye
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from filterlib.replay.matrix import COUNT_FIELDS
 from filterlib.replay.plans import Plan
@@ -59,6 +61,30 @@ def pull_firsts(pieces: Iterable[tuple[int, int, int, Sequence[int]]], bases: Ma
             out[(index, queue_id, piece)] = at
             at += n
     return out
+
+
+def pull_numbering(firsts: Mapping[tuple[int, int, int], int], plans: Sequence[Plan]
+                   ) -> Callable[[pa.RecordBatch], pa.Table]:
+    """A function from a batch of pulls as a piece numbered them (subscription_index, queue_id, piece, pull_index
+    from 0, ...) to the same pulls numbered over their queue (`firsts`, `pull_firsts`) with their subscription's
+    consumer_group; a pull of a piece `firsts` does not hold is dropped. Runs where the pulls are written, in
+    place of two broadcast joins."""
+    keys = ["subscription_index", "queue_id", "piece"]
+    ordered = sorted(firsts.items())
+    first = pa.table([pa.array([k[i] for k, _ in ordered], pa.int64()) for i in range(3)]
+                     + [pa.array([n for _, n in ordered], pa.int64())], names=[*keys, "first"])
+    group = pa.table({"subscription_index": pa.array([p.index for p in plans], pa.int64()),
+                      "consumer_group": pa.array([p.group for p in plans], pa.string())})
+
+    def number(batch: pa.RecordBatch) -> pa.Table:
+        t = pa.Table.from_batches([batch])
+        for k in keys:
+            t = t.set_column(t.schema.get_field_index(k), k, t[k].cast(pa.int64()))
+        t = t.join(first, keys, join_type="inner").join(group, "subscription_index", join_type="inner")
+        index = pc.add(t["pull_index"].cast(pa.int64()), t["first"]).cast(pa.int32())
+        return t.set_column(t.schema.get_field_index("pull_index"), "pull_index", index).drop(["first", "piece"])
+
+    return number
 
 
 def stats_rows(plans: Sequence[Plan], counts: Mapping[int, Mapping[str, int]], positions: Mapping[int, int],
