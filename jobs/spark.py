@@ -169,17 +169,17 @@ def _delta_configured(builder_conf: Mapping[str, str]) -> bool:
 
 LOCAL_FS = {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
             "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
-            "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
             "spark.sql.streaming.checkpointFileManagerClass":
                 "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"}
-"""file:// paths without Hadoop's checksum layer and without FileContext. Without Hadoop's native library (pip's
-pyspark has none), each file status FileContext's rename checks forks `readlink` and each file created forks
-`chmod`: a Delta commit forked about 19 processes, 10 without the hidden `.<name>.crc` sidecar files the checksum
-layer writes and renames beside every file, 2 (the chmods) once the commit file (Delta's LocalLogStore) and its
-`<version>.crc` (Spark's FileSystem-based CheckpointFileManager, which Delta writes it with) are renamed through
-FileSystem, whose local rename is Java's. Both keep the check that the target does not exist before the rename,
-as FileContext's did. A replacing commit of the runs table's size: median 114-141 ms -> 84-91 -> 73-76 ms on this
-machine. A `conf` entry overrides any of them."""
+"""file:// paths without Hadoop's checksum layer. Without Hadoop's native library (pip's pyspark has none), each
+file status FileContext's rename checks forks `readlink` and each file created forks `chmod`: a Delta commit
+forked about 19 processes, 10 without the hidden `.<name>.crc` sidecar files the checksum layer writes and renames
+beside every file, 6 once Delta's `<version>.crc` goes through Spark's FileSystem-based checkpoint file manager
+(Delta writes it with Spark's; its rename is Java's). The commit file itself stays with Delta's default log store
+for `file://`, FileContext's rename: it checks that the target does not exist a fraction of a millisecond before
+renaming, where Delta's LocalLogStore checks before writing the file (a fork's time earlier), a wider window for
+two runs of other dumps committing the same version to lose one commit silently. A `conf` entry overrides any
+of them."""
 
 
 def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None,
