@@ -31,9 +31,10 @@ from filterlib.members import inconsistencies
 from filterlib.replay.plans import NOT_SUBSCRIBED
 from jobs import row_forms
 from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main, writable_dir
+from jobs.delta_files import dump_records
 from jobs.delta_io import check_dump_id, table_path
 from jobs.report_html import OUTCOMES, render
-from jobs.runs import read_dump
+from jobs.runs import read_dump, read_rows, read_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -176,10 +177,17 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
             raise InputError(f"{table_path(warehouse, name)}: cannot read the table ({str(e).splitlines()[0]}); run "
                              f"python -m {TABLES[name]} on the dump first") from None
 
-    sc.setJobDescription(f"{PROG} {dump_id}: group_stats")
-    stats = table("group_stats")  # a column added since the table was written reads as null (shown as 0)
-    groups = _rows(stats.select(*[c if c in stats.columns else F.lit(None).alias(c) for c in STATS_FIELDS])
-                   .orderBy("subscription_index"))
+    def small(name: str, columns: list[str]) -> list[dict[str, Any]]:
+        """A small table's rows (of `columns` it holds), read on the driver: no Spark job where its log answers."""
+        try:
+            return read_rows(spark, warehouse, name, dump_id, columns=columns)
+        except AnalysisException as e:
+            raise InputError(f"{table_path(warehouse, name)}: cannot read the table ({str(e).splitlines()[0]}); run "
+                             f"python -m {TABLES[name]} on the dump first") from None
+
+    # the small tables are read on the driver from the files their logs name (no Spark job)
+    stats = small("group_stats", STATS_FIELDS)  # a column added since the table was written reads as null (0)
+    groups = sorted(({c: r.get(c) for c in STATS_FIELDS} for r in stats), key=lambda g: g["subscription_index"])
     if not groups:
         raise InputError(f"{table_path(warehouse, 'group_stats')}: no rows for dump {dump_id!r}; run "
                          f"python -m jobs.simulate_pull on it first (or pass its --dump-id)")
@@ -188,64 +196,75 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
     table("pull_decisions")  # the matrix: a missing one fails here with its name
     messages = table("messages")
 
-    def holding(outcome: str) -> Any:
+    def holding(outcome: str) -> list[int]:
         """The subscriptions whose group_stats count of `outcome` is not 0 (a count the table lacks cannot tell:
-        those too): only their topics' matrix rows are exploded, only for them."""
+        those too): only their topics' matrix rows are exploded, only for them; none, no Spark job."""
         column = vocab.OUTCOME_COLUMNS[outcome]
-        return F.col("subscription_index").isin([g["subscription_index"] for g in groups if g[column] != 0])
+        return [g["subscription_index"] for g in groups if g[column] != 0]
 
-    sc.setJobDescription(f"{PROG} {dump_id}: tag-hash collisions")
-    mismatch = row_forms.decided(spark, warehouse, dump_id, subscriptions=holding(vocab.TAG_CLIENT_MISMATCH),
-                                 codes=F.col("outcome") == vocab.TAG_CLIENT_MISMATCH, details=False)
-    coll = (mismatch.where(F.col("reason") == "client_tag_mismatch")
-            .select("consumer_group", "topic", "subscription_index", "expression", "commit_log_offset", "tags_code")
-            .join(messages.select("commit_log_offset", F.col("tags").alias("message_tag")), "commit_log_offset",
-                  "left")
-            .groupBy("consumer_group", "topic", "subscription_index", "expression", "message_tag", "tags_code")
-            .agg(F.count(F.lit(1)).alias("count"))
-            .orderBy(F.desc("count"), "consumer_group", "topic", "message_tag").limit(top))
-    collisions = []
-    for r in _rows(coll):
-        try:
-            sub = tagmod.parse_subscription(r["expression"] or "*")
-            subscribed = sorted(t for t in sub.tags if tagmod.tags_code(t) == r["tags_code"])
-        except Exception:  # an expression the parser refuses cannot have pulled; show no tag rather than fail
-            subscribed = []
-        collisions.append({"consumer_group": r["consumer_group"], "topic": r["topic"], "expression": r["expression"],
-                           "subscribed_tags": subscribed, "message_tag": r["message_tag"],
-                           "hash_code": r["tags_code"], "count": r["count"]})
-    untagged = _rows(mismatch.where(F.col("reason") == "client_no_tags")
-                     .groupBy("consumer_group", "topic", "expression").agg(F.count(F.lit(1)).alias("count"))
-                     .orderBy(F.desc("count"), "consumer_group").limit(top))
+    collisions, untagged = [], []
+    mismatching = holding(vocab.TAG_CLIENT_MISMATCH)
+    if mismatching:
+        sc.setJobDescription(f"{PROG} {dump_id}: tag-hash collisions")
+        mismatch = row_forms.decided(spark, warehouse, dump_id,
+                                     subscriptions=mismatching,
+                                     codes=F.col("outcome") == vocab.TAG_CLIENT_MISMATCH, details=False)
+        coll = (mismatch.where(F.col("reason") == "client_tag_mismatch")
+                .select("consumer_group", "topic", "subscription_index", "expression", "commit_log_offset",
+                        "tags_code")
+                .join(messages.select("commit_log_offset", F.col("tags").alias("message_tag")), "commit_log_offset",
+                      "left")
+                .groupBy("consumer_group", "topic", "subscription_index", "expression", "message_tag", "tags_code")
+                .agg(F.count(F.lit(1)).alias("count"))
+                .orderBy(F.desc("count"), "consumer_group", "topic", "message_tag").limit(top))
+        for r in _rows(coll):
+            try:
+                sub = tagmod.parse_subscription(r["expression"] or "*")
+                subscribed = sorted(t for t in sub.tags if tagmod.tags_code(t) == r["tags_code"])
+            except Exception:  # an expression the parser refuses cannot have pulled; show no tag rather than fail
+                subscribed = []
+            collisions.append({"consumer_group": r["consumer_group"], "topic": r["topic"],
+                               "expression": r["expression"], "subscribed_tags": subscribed,
+                               "message_tag": r["message_tag"], "hash_code": r["tags_code"], "count": r["count"]})
+        untagged = _rows(mismatch.where(F.col("reason") == "client_no_tags")
+                         .groupBy("consumer_group", "topic", "expression").agg(F.count(F.lit(1)).alias("count"))
+                         .orderBy(F.desc("count"), "consumer_group").limit(top))
 
-    sc.setJobDescription(f"{PROG} {dump_id}: SQL92 errors")
-    detail = F.coalesce(F.col("detail"), F.lit(""))
-    err_class = F.regexp_extract(detail, ERROR_CLASS, 1)
-    cause = F.regexp_extract(detail, CAUSE_CLASS, 1)
-    sql_errors = _rows(
-        row_forms.decided(spark, warehouse, dump_id, subscriptions=holding(vocab.SQL_ERROR),
-                          codes=F.col("outcome") == vocab.SQL_ERROR)
-        .select(F.when(err_class == "", F.lit("(no class)")).otherwise(err_class).alias("error_class"),
-                F.when(cause == "", F.lit(None)).otherwise(cause).alias("cause_class"),
-                "consumer_group", "topic", F.col("detail"))
-        .groupBy("error_class", "cause_class", "consumer_group", "topic")
-        .agg(F.count(F.lit(1)).alias("count"), F.min("detail").alias("example"))
-        .orderBy(F.desc("count"), "error_class", "consumer_group", "topic").limit(top))
+    sql_errors = []
+    erring = holding(vocab.SQL_ERROR)
+    if erring:
+        sc.setJobDescription(f"{PROG} {dump_id}: SQL92 errors")
+        detail = F.coalesce(F.col("detail"), F.lit(""))
+        err_class = F.regexp_extract(detail, ERROR_CLASS, 1)
+        cause = F.regexp_extract(detail, CAUSE_CLASS, 1)
+        sql_errors = _rows(
+            row_forms.decided(spark, warehouse, dump_id, subscriptions=erring,
+                              codes=F.col("outcome") == vocab.SQL_ERROR)
+            .select(F.when(err_class == "", F.lit("(no class)")).otherwise(err_class).alias("error_class"),
+                    F.when(cause == "", F.lit(None)).otherwise(cause).alias("cause_class"),
+                    "consumer_group", "topic", F.col("detail"))
+            .groupBy("error_class", "cause_class", "consumer_group", "topic")
+            .agg(F.count(F.lit(1)).alias("count"), F.min("detail").alias("example"))
+            .orderBy(F.desc("count"), "error_class", "consumer_group", "topic").limit(top))
 
     sc.setJobDescription(f"{PROG} {dump_id}: what the members of groups lost")
     members = _members(spark, warehouse, dump_id, groups)
 
-    sc.setJobDescription(f"{PROG} {dump_id}: messages per topic, consume-queue units, files, filters")
+    sc.setJobDescription(f"{PROG} {dump_id}: messages per topic")
     per_topic = {r["topic"]: int(r["count"]) for r in _rows(messages.groupBy("topic").count())}
-    units = table("consume_queue").count()
-    files = _rows(table("dump_files").select(*FILE_FIELDS).orderBy("file_base", "path"))
-    filters = _rows(table("consumer_filters")
-                    .where(F.col("registered") & F.col("compiled") & F.col("bloom_bit_pos").isNotNull())
-                    .groupBy("topic").agg(F.count(F.lit(1)).alias("n"),
-                                          F.sort_array(F.collect_list("consumer_group")).alias("groups")))
     sc.setJobDescription(None)
+    units = dump_records(spark, warehouse, "consume_queue", dump_id, read_version(spark, warehouse, "consume_queue",
+                                                                                  dump_id))
+    if units is None:  # a log or a file that cannot say: count the rows
+        units = table("consume_queue").count()
+    files = sorted(({c: r.get(c) for c in FILE_FIELDS} for r in small("dump_files", FILE_FIELDS)),
+                   key=lambda f: (f["file_base"] is not None, f["file_base"] or 0, f["path"] or ""))  # nulls first
+    filters: dict[str, list[str]] = {}  # topic -> the groups of its registered filters with a bloom bit
+    for r in small("consumer_filters", ["topic", "consumer_group", "registered", "compiled", "bloom_bit_pos"]):
+        if r["registered"] and r["compiled"] and r["bloom_bit_pos"] is not None:
+            filters.setdefault(r["topic"], []).append(r["consumer_group"])
+    filters_by_topic = {t: {"n": len(g), "groups": sorted(g)} for t, g in filters.items()}
 
-    filters_by_topic = {r["topic"]: r for r in filters}
     avoided: dict[str, dict[str, int]] = {}
     for g in groups:
         if g["answer"] == "OK" and (g["bloom_tested"] or 0) > 0:
@@ -270,7 +289,7 @@ def collect(spark: SparkSession, warehouse: str, dump_id: str, top: int = 20,
               "decisions": sum(int(g["units_scanned"] or 0) for g in groups),
               "delivered": sum(int(g["delivered"] or 0) for g in groups),
               "pulls": sum(int(g["pulls"] or 0) for g in groups)}
-    version = next((r["broker_version"] for r in _rows(table("dumps").select("broker_version"))), None)
+    version = next((r["broker_version"] for r in small("dumps", ["broker_version"])), None)
     version = version or brokerversion.DEFAULT
     grammar = [{"consumer_group": g["consumer_group"], "topic": g["topic"], "expression": g["expression"],
                 "note": note} for g in groups
@@ -294,8 +313,8 @@ def _members(spark: SparkSession, warehouse: str, dump_id: str, groups: list[dic
         return []
     lossy = [g["subscription_index"] for g in mine
              if any(g.get(vocab.OUTCOME_COLUMNS[o]) for o in vocab.MEMBER_OUTCOMES)]
-    per_queue = _rows(row_forms.decided(spark, warehouse, dump_id, subscriptions=F.col("subscription_index")
-                                        .isin(lossy), codes=F.col("outcome").isin(list(vocab.MEMBER_OUTCOMES)),
+    per_queue = _rows(row_forms.decided(spark, warehouse, dump_id, subscriptions=lossy,
+                                        codes=F.col("outcome").isin(list(vocab.MEMBER_OUTCOMES)),
                                         details=False)
                       .groupBy("consumer_group", "topic", "kept_by", "member", "queue_id", "outcome")
                       .agg(F.count(F.lit(1)).alias("count"))

@@ -13,6 +13,7 @@ docs/simulate_pull.md gives the same as one SQL statement.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +26,7 @@ from filterlib.store.commitlog import COMPRESSED_FLAG
 from filterlib.store.properties_text import SQL_MAP
 from jobs import history
 from jobs.delta_io import table_path
-from jobs.runs import read_dump
+from jobs.runs import read_dump, read_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -118,12 +119,14 @@ def with_pull_index(rows: DataFrame, pulls: DataFrame) -> DataFrame:
 
 
 def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, units: Column | None = None,
-            subscriptions: Column | None = None, codes: Column | None = None, details: bool = True) -> DataFrame:
+            subscriptions: Column | Collection[int] | None = None, codes: Column | None = None,
+            details: bool = True) -> DataFrame:
     """The matrix exploded: one row per (subscription, unit it scanned) with the subscription's and the code's
     columns and, with `details`, decision_details' detail (null where none). Each condition narrows the work
     before the explode: `units` on the matrix's unit columns (topic, queue_id, queue_offset, commit_log_offset),
-    `subscriptions` on group_stats (e.g. only those whose counts say they hold an outcome; only their topics'
-    units are read), `codes` on decision_codes (e.g. one outcome)."""
+    `subscriptions` on group_stats, or their subscription indexes (e.g. only those whose counts say they hold an
+    outcome; only their topics' units are read), `codes` on decision_codes (e.g. one outcome)."""
+    from pyspark.sql import Column
     from pyspark.sql import functions as F
 
     matrix = _read(spark, warehouse, "pull_decisions", dump_id)
@@ -133,8 +136,15 @@ def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, uni
         matrix = matrix.where(units)
     subs = _read(spark, warehouse, "group_stats", dump_id)
     if subscriptions is not None:
-        subs = subs.where(subscriptions)
-        topics = [r.topic for r in subs.select("topic").distinct().collect()]
+        if isinstance(subscriptions, Column):
+            subs = subs.where(subscriptions)
+            topics = [r.topic for r in subs.select("topic").distinct().collect()]
+        else:  # indexes: their topics from group_stats' rows read on the driver, no Spark job
+            wanted = set(subscriptions)
+            subs = subs.where(F.col("subscription_index").isin(sorted(wanted)))
+            found = (read_rows(spark, warehouse, "group_stats", dump_id, columns=["subscription_index", "topic"])
+                     if dump_id is not None else subs.select("subscription_index", "topic").collect())
+            topics = sorted({r["topic"] for r in found if r["subscription_index"] in wanted})
         matrix = matrix.where(F.col("topic").isin(topics))
     code_rows = _read(spark, warehouse, "decision_codes", dump_id)
     if codes is not None:
