@@ -203,6 +203,11 @@ def _table_properties(spark: SparkSession, path: str) -> dict[str, str] | None:
 def last_version(spark: SparkSession, path: str) -> int:
     """The newest committed Delta version of the table at path (-1 when there is none): what a run records for a
     table replace_dump wrote (one run per dump at a time, jobs.runlock, so no commit of this dump comes between)."""
+    from jobs.delta_log import latest_version
+
+    listed = latest_version(spark, path)  # the log's listing where it answers exactly, else delta-spark's snapshot
+    if listed is not None:
+        return listed
     jvm = spark._jvm
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())

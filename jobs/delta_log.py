@@ -172,6 +172,40 @@ def _checkpoint_adds(fs: pafs.FileSystem, paths: Iterable[str]) -> tuple[list[di
     return adds, protocol, metadata
 
 
+def latest_version(spark: SparkSession | None, uri: str, where: Location | None = None) -> int | None:
+    """The newest committed version of the Delta table at `uri` from a listing of its log (-1: no table there);
+    None when the listing cannot say exactly (the caller asks delta-spark then, a JVM round of ~70 ms from a cold
+    start): a location neither local nor s3a, staged commits, or a newest commit whose checksum file is missing or
+    names a protocol whose commits may live elsewhere (coordinated or catalog-managed)."""
+    where = where if where is not None else location(spark, uri)
+    if where is None:
+        return None
+    fs = where.filesystem()
+    log = where.join("_delta_log")
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(log, allow_not_found=True))
+    except OSError:
+        return None
+    names = {posixpath.basename(i.path): i for i in infos}
+    commits = [int(m.group(1)) for n in names if (m := _COMMIT.match(n))]
+    if not commits:
+        return -1 if not names else None  # no log, or a log of checkpoints alone: delta-spark says what it is
+    for staged in ("_staged_commits", "_commits"):
+        if staged in names and names[staged].type == pafs.FileType.Directory and \
+                fs.get_file_info(pafs.FileSelector(where.join("_delta_log", staged), recursive=True)):
+            return None
+    newest = max(commits)
+    crc = f"{newest:020d}.crc"
+    if crc not in names:
+        return None
+    try:
+        with fs.open_input_stream(where.join("_delta_log", crc)) as f:
+            checksum = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return newest if _readable(checksum.get("protocol") or {}, checksum.get("metadata") or {}) else None
+
+
 def live_files(spark: SparkSession | None, uri: str, version: int, where: Location | None = None) -> TableFiles | None:
     """The live files of the Delta table at `uri` at `version` (≥ 0), replayed from its log; None when this reader
     cannot answer exactly (see the module's docstring): the caller asks delta-spark then."""

@@ -30,7 +30,7 @@ from filterlib.store.storedir import StoreDir
 from jobs import history, row_forms
 from jobs.cli import ROOT, InputError, add_session_args, job_logger, load_defaults, run_main
 from jobs.delta_io import check_dump_id, table_path
-from jobs.runs import read_dump
+from jobs.runs import read_dump, read_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -128,6 +128,12 @@ def _table(spark: SparkSession, inputs: Inputs, name: str, dump_id: str) -> Data
     return read_dump(spark, inputs.warehouse, name, dump_id)  # the last complete run's version
 
 
+def _small(spark: SparkSession, inputs: Inputs, name: str, dump_id: str, columns: list[str] | None = None,
+           where: tuple[str, str, Any] | None = None) -> list[dict]:
+    """A small table's rows (the same version), read on the driver: no Spark job where its log answers."""
+    return read_rows(spark, inputs.warehouse, name, dump_id, columns=columns, where=where)
+
+
 def _dump_id(spark: SparkSession, inputs: Inputs) -> str:
     if inputs.dump_id is not None:
         return inputs.dump_id
@@ -140,8 +146,8 @@ def _dump_id(spark: SparkSession, inputs: Inputs) -> str:
 
 def _broker_version(spark: SparkSession, inputs: Inputs, dump_id: str) -> str:
     """The release job 1 replayed the dump as (its `dumps` row), whose SQL92 grammar explain reads selectors in."""
-    rows = _table(spark, inputs, "dumps", dump_id).select("broker_version").collect()
-    return (rows[0].broker_version if rows else None) or brokerversion.DEFAULT
+    rows = _small(spark, inputs, "dumps", dump_id, ["broker_version"])
+    return (rows[0].get("broker_version") if rows else None) or brokerversion.DEFAULT
 
 
 def answer(spark: SparkSession, inputs: Inputs) -> Answer:
@@ -169,11 +175,10 @@ def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
     from pyspark.sql import functions as F
 
     out = Answer()
-    subs = [r.asDict() for r in _table(spark, inputs, "group_stats", dump_id)
-            .where(F.col("consumer_group") == inputs.group).collect()]
+    subs = _small(spark, inputs, "group_stats", dump_id, where=("consumer_group", "in", [inputs.group]))
     if not subs:
-        known = sorted(r.consumer_group for r in _table(spark, inputs, "group_stats", dump_id)
-                       .select("consumer_group").distinct().collect())
+        known = sorted({r["consumer_group"] for r in _small(spark, inputs, "group_stats", dump_id,
+                                                           ["consumer_group"])})
         raise InputError(f"group {inputs.group!r} has no subscription in dump {dump_id!r}; groups: "
                          f"{', '.join(known)}")
     messages = _table(spark, inputs, "messages", dump_id)
@@ -210,8 +215,8 @@ def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
     if len(rows) > MAX_MESSAGES:
         out.text.append(f"more than {MAX_MESSAGES} messages have {label}; the first {MAX_MESSAGES}:")
         rows = rows[:MAX_MESSAGES]
-    filters = {(r.topic, r.consumer_group): r.asDict() for r in _table(spark, inputs, "consumer_filters", dump_id)
-               .where(F.col("consumer_group") == inputs.group).collect()}
+    filters = {(r["topic"], r["consumer_group"]): r for r in _small(spark, inputs, "consumer_filters", dump_id,
+                                                                    where=("consumer_group", "in", [inputs.group]))}
     version = _broker_version(spark, inputs, dump_id)
     copies = _copies(spark, inputs, dump_id) if any(s.get("until_copy") for s in subs) else []
     by_offset = {r["commit_log_offset"]: r for r in rows}
@@ -275,11 +280,11 @@ def _body_lines(spark: SparkSession, inputs: Inputs, dump_id: str, rows: list[di
         out[off] = _body_line(stored, "from the warehouse")
     if not need:
         return out
-    dump = next(iter(_table(spark, inputs, "dumps", dump_id).select("store", "broker_conf").collect()), None)
+    dump = next(iter(_small(spark, inputs, "dumps", dump_id, ["store", "broker_conf"])), None)
     spans = history.spans_of(spark, inputs.warehouse, dump_id).get(dump_id, [])
     by_store: dict[str | None, list[int]] = {}
     for off in need:  # a broker's history: the newest copy that held the record, else the dump's store
-        by_store.setdefault(store_of(off, spans, dump.store if dump is not None else None), []).append(off)
+        by_store.setdefault(store_of(off, spans, dump["store"] if dump is not None else None), []).append(off)
     for where, offsets in by_store.items():
         out.update(_read_back(dump, where, offsets))
     return out
@@ -291,7 +296,7 @@ def _read_back(dump: Any, where: str | None, need: list[int]) -> dict[int, str]:
     try:
         if where is None:
             raise StoreFormatError("the dumps table has no row for this dump")
-        conf = dump.broker_conf if dump.broker_conf and os.path.isfile(dump.broker_conf) else None
+        conf = dump["broker_conf"] if dump["broker_conf"] and os.path.isfile(dump["broker_conf"]) else None
         found = read_stored(StoreDir(where, broker_conf=conf), need)
     except (StoreFormatError, OSError, ValueError) as e:
         why = f"not in the warehouse (job 1 ran without --bodies) and the store {where or '(unknown)'} cannot be " \
@@ -308,8 +313,7 @@ def _read_back(dump: Any, where: str | None, need: list[int]) -> dict[int, str]:
 
 def _copies(spark: SparkSession, inputs: Inputs, dump_id: str) -> list[dict]:
     """The history's copies rows (store, from_offset, to_offset, built_at): which copy's run decided a unit."""
-    return [r.asDict() for r in _table(spark, inputs, "copies", dump_id)
-            .select("store", "from_offset", "to_offset", "built_at").collect()]
+    return _small(spark, inputs, "copies", dump_id, ["store", "from_offset", "to_offset", "built_at"])
 
 
 def _never_scanned(m: dict, subs: list[dict], has_unit: bool) -> list[str]:

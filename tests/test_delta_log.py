@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from filterlib import tables
 from jobs.delta_files import all_null, append_rows, dump_records, dump_rows, file_source, replace_rows
 from jobs.delta_io import last_version, replace_dump
-from jobs.delta_log import file_path, live_files, location
+from jobs.delta_log import file_path, latest_version, live_files, location
 from jobs.runs import read_dump, read_rows
 
 pytestmark = pytest.mark.spark
@@ -76,6 +76,40 @@ def test_every_version_lists_what_delta_spark_lists(spark, tmp_path):
             assert mine.schema == theirs.schema, (v, d)
             assert sorted(map(tuple, mine.collect())) == sorted(map(tuple, theirs.collect())), (v, d)
     assert live_files(spark, path, end).plain
+
+
+def _spark_version(spark, path: str) -> int:
+    """delta-spark's newest version of the table at path (-1: none)."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
+
+
+def test_the_newest_version_is_delta_sparks_or_none(spark, tmp_path):
+    """The log's listing gives delta-spark's newest version after each commit (checkpoints among them), -1 where no
+    table is; None where it cannot be sure: the newest commit's checksum missing, a staged commit, a URI it cannot
+    reach."""
+    wh, path = str(tmp_path), str(tmp_path / "t")
+    assert latest_version(spark, path) == -1 == _spark_version(spark, path)
+    _write(spark, wh, "a", 3)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+    seen = [latest_version(spark, path)]
+    for i in range(4):
+        _write(spark, wh, "ab"[i % 2], 2 + i, start=10 * i)
+        seen.append(latest_version(spark, path))
+        assert seen[-1] == _spark_version(spark, path) == last_version(spark, path) > seen[-2]
+    log = tmp_path / "t" / "_delta_log"
+    assert any(p.name.endswith(".checkpoint.parquet") for p in log.iterdir())
+    assert latest_version(spark, "gs://bucket/wh/t") is None
+    end = seen[-1]
+    staged = log / "_staged_commits" / f"{end + 1:020d}.0b7e1f4a-uuid.json"
+    staged.parent.mkdir(exist_ok=True)
+    staged.write_text("{}")
+    assert latest_version(spark, path) is None
+    staged.unlink()
+    (log / f"{end:020d}.crc").unlink()
+    assert latest_version(spark, path) is None
+    assert last_version(spark, path) == end  # delta-spark answers then
 
 
 def _write_added(spark, wh: str, dump_id: str) -> None:
