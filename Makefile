@@ -27,7 +27,8 @@ $(JARS)/.fetched: jars/pom.xml
 	mvn -q -B -f jars/pom.xml dependency:copy-dependencies
 	touch $@
 
-setup: $(VENV)/.installed $(JARS)/.fetched ## virtualenv, pip install -e .[dev], Delta jars (idempotent)
+setup: $(VENV)/.installed $(JARS)/.fetched ## virtualenv, pip install -e .[dev], Delta jars, JVM class archive (idempotent)
+	@$(PY) -m jobs.class_archive
 
 # Not part of setup: the AWS SDK v2 bundle alone is ~650 MB, and only a Delta warehouse on s3:// needs it.
 $(JARS_S3)/.fetched: jars/s3/pom.xml
@@ -87,4 +88,4 @@ cluster-test: dist ## both jobs spark-submitted to a throwaway standalone cluste
 	RMQ_REPLAY_CLUSTER=1 $(PY) -m pytest tests/test_cluster.py $(PYTEST_ARGS)
 
 clean: ## remove build outputs and caches (keeps .venv)
-	rm -rf build $(DIST) .cache/refharness tests/reference/target .pytest_cache
+	rm -rf build $(DIST) .cache/refharness .cache/jvm tests/reference/target .pytest_cache
