@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -755,23 +756,6 @@ def _file_targets(spark: SparkSession, warehouse: str, dump_id: str, copy: str |
         return {}
 
 
-def _pulls_df(out: DataFrame, plans_df: DataFrame, mine, dump_id, firsts: DataFrame) -> DataFrame:
-    """The run's pulls, each numbered over its queue: a piece numbers its calls from its own first, whose number
-    over the queue `firsts` holds (no sort of the pulls)."""
-    from pyspark.sql import functions as F
-
-    pulls = out.where((F.col("kind") == PULL) & mine).join(F.broadcast(firsts),
-                                                            ["subscription_index", "queue_id", "piece"])
-    pulls = pulls.withColumn("pull_index", (F.col("pull_index") + F.col("first")).cast("int"))
-    return pulls.join(F.broadcast(plans_df), "subscription_index").select(dump_id, *PULL_COLUMNS)
-
-
-def _plans_df(spark: SparkSession, plans: list[Plan]) -> DataFrame:
-    return spark.createDataFrame(
-        [(p.index, p.group, p.type, p.expression) for p in plans],
-        "subscription_index int, consumer_group string, subscription_type string, expression string")
-
-
 def _codes_rows() -> list[dict]:
     """The decision code table (`filterlib.vocabulary.DECISION_CODES`) as decision_codes rows."""
     return codes_table().to_pylist()
@@ -1133,8 +1117,18 @@ def _write(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullConte
                             parquet_codec(spark), pull_numbering(firsts, planned.all))
         commit_dump(spark, wh, "pulls", dump, parts, schema, schema.names, planned.on_top_of("pulls"))
         summary.tables["pulls"] = table_path(wh, "pulls")
-    else:
-        pulls = _pulls_df(out, _plans_df(spark, planned.all), mine, dump_id, _firsts_df(spark, firsts))
+    else:  # numbered the same way, by a mapInArrow, then written by Spark
+        body = tables.PULLS.arrow(drop=["dump_id"])
+        number = pull_numbering(firsts, planned.all)
+
+        def numbered(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+            for batch in batches:
+                yield from number(batch).select(body.names).cast(body).to_batches()
+
+        pulls = (out.where((F.col("kind") == PULL) & mine)
+                 .select("piece", *(c for c in PULL_COLUMNS if c != "consumer_group"))
+                 .mapInArrow(numbered, ", ".join(f"`{f.name}` {tables.sql_type(f.type)}" for f in body))
+                 .select(dump_id, *PULL_COLUMNS))
         summary.tables["pulls"] = append_dump(pulls, wh, "pulls", dump, planned.on_top_of("pulls"))
     sc.setJobDescription(f"{PROG} {dump}: write decision_codes and group_stats")
     summary.tables["decision_codes"] = replace_rows(spark, wh, tables.DECISION_CODES, dump, _codes_rows())
@@ -1169,12 +1163,6 @@ def _position_rows(planned: Planned, summary: Summary, copy: str) -> list[dict]:
     if carried is not None:
         rows += [{**r, "dump_id": summary.dump_id} for r in carried.kept_positions]
     return rows
-
-
-def _firsts_df(spark: SparkSession, firsts: dict[tuple[int, int, int], int]) -> DataFrame:
-    """(subscription_index, queue_id, piece, first): the number over its queue of each piece's first pull."""
-    return spark.createDataFrame([(i, q, p, n) for (i, q, p), n in sorted(firsts.items())],
-                                 "subscription_index int, queue_id int, piece long, first long")
 
 
 def _compare(spark: SparkSession, inputs: Inputs, planned: Planned, ctx: PullContext, out: DataFrame,
