@@ -5,11 +5,12 @@ file instead of reading and verifying them one by one.
 
 Why: a local session and its first Spark job took ~9.5 s from a cold start on the 2-core reference machine, most of
 it loading some 15,000 classes, and every command a user runs by hand (explain, report, a job) pays it; with the
-archive ~5.5 s (docs/performance.md, "Floors"). The archive is written once by a short training run (a session and one
-Spark job) in a JVM started with -XX:ArchiveClassesAtExit, then
-renamed into place whole. `jobs.spark.build_session` passes -XX:SharedArchiveFile to a local session's driver
-when the archive of this Java and these Spark jars exists; a JVM that cannot use it (other jars on its class path)
-starts as it would without one, silently. Under spark-submit the JVM is already running: nothing changes there.
+archive ~5.8 s (docs/performance.md, "The readers"). The archive is written once by a short training run (a
+session and one Spark job) in a JVM started with -XX:ArchiveClassesAtExit, then renamed into place whole.
+`jobs.spark.build_session` passes -XX:SharedArchiveFile to a local session's driver, before any driver Java options
+the caller gives, when the archive of this Java and these Spark jars exists; a JVM that cannot use it (other jars
+on its class path) starts as it would without one, silently. Under spark-submit the JVM is already running:
+nothing changes there.
 """
 
 from __future__ import annotations
@@ -58,6 +59,20 @@ def driver_options() -> str | None:
     """The driver JVM options that map the archive, when it exists."""
     path = archive_path()
     return f"-XX:SharedArchiveFile={path} {QUIET}" if path is not None and path.is_file() else None
+
+
+_CDS_FLAGS = ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare")
+"""Options by which a caller chose its own class-data sharing: then the archive is not added."""
+
+
+def with_archive(conf: dict[str, str]) -> dict[str, str]:
+    """`conf` with the archive's options before any driver Java options it gives (unchanged when the archive does
+    not exist, or the options already choose their own class-data sharing)."""
+    options = driver_options()
+    given = conf.get("spark.driver.extraJavaOptions", "")
+    if options is None or any(flag in given for flag in _CDS_FLAGS):
+        return conf
+    return {**conf, "spark.driver.extraJavaOptions": f"{options} {given}".strip()}
 
 
 def _train(out: str) -> None:

@@ -215,12 +215,10 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
                 f"Delta Lake jars not found in {jars_dir()}: run `make setup`, or on a cluster pass "
                 f"`--packages {DELTA_PACKAGE}` to spark-submit")
         conf["spark.jars"] = ",".join([*(v for v in [conf.get("spark.jars")] if v), *(str(j) for j in jars)])
-    if not _submitted() and "spark.driver.extraJavaOptions" not in conf:
-        from jobs.class_archive import driver_options
+    if not _submitted():
+        from jobs.class_archive import with_archive
 
-        options = driver_options()  # the classes a local driver loads, mapped from `make setup`'s archive
-        if options:
-            conf["spark.driver.extraJavaOptions"] = options
+        conf = with_archive(conf)  # the classes a local driver loads, mapped from `make setup`'s archive
     if needs_s3a(locations):
         if not _submitted():
             _s3a_conf(conf, master or "local[*]")

@@ -51,3 +51,28 @@ def test_an_archive_the_jvm_cannot_use_is_ignored_silently(tmp_path) -> None:
         r = _session(conf, env)
         assert r.returncode == 0 and "rows 7" in r.stdout, r.stderr[-2000:]
         assert "cds" not in (r.stdout + r.stderr).lower(), (r.stdout + r.stderr)[-2000:]
+
+
+def test_the_archive_goes_before_the_callers_java_options_unless_they_choose_their_own(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RMQ_REPLAY_JVM_DIR", str(tmp_path))
+    assert class_archive.with_archive({"a": "b"}) == {"a": "b"}  # no archive: nothing added
+    (tmp_path / class_archive.archive_path().name).write_bytes(b"x")
+    ours = class_archive.driver_options()
+    assert class_archive.with_archive({}) == {"spark.driver.extraJavaOptions": ours}
+    assert class_archive.with_archive({"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}) == \
+        {"spark.driver.extraJavaOptions": f"{ours} -XX:TieredStopAtLevel=1"}
+    own = {"spark.driver.extraJavaOptions": "-Xshare:off"}
+    assert class_archive.with_archive(own) == own
+
+
+def test_explains_own_session_compiles_with_c1_unless_the_defaults_say_otherwise() -> None:
+    from jobs import explain
+
+    def inputs(conf: dict) -> explain.Inputs:
+        return explain.Inputs("wh", "G", None, "key", "k", {"master": "local[2]", "spark_conf": conf})
+
+    got = explain._session_defaults(inputs({"spark.sql.shuffle.partitions": "4"}))
+    assert got == {"master": "local[2]", "spark_conf": {"spark.sql.shuffle.partitions": "4",
+                                                        "spark.driver.extraJavaOptions": explain.QUICK_JIT}}
+    theirs = {"spark.driver.extraJavaOptions": "-Xmx2g"}
+    assert explain._session_defaults(inputs(theirs))["spark_conf"] == theirs
