@@ -119,14 +119,13 @@ def with_pull_index(rows: DataFrame, pulls: DataFrame) -> DataFrame:
 
 
 def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, units: Column | None = None,
-            subscriptions: Column | Collection[int] | None = None, codes: Column | None = None,
+            subscriptions: Collection[int] | None = None, codes: Column | None = None,
             details: bool = True) -> DataFrame:
     """The matrix exploded: one row per (subscription, unit it scanned) with the subscription's and the code's
     columns and, with `details`, decision_details' detail (null where none). Each condition narrows the work
     before the explode: `units` on the matrix's unit columns (topic, queue_id, queue_offset, commit_log_offset),
-    `subscriptions` on group_stats, or their subscription indexes (e.g. only those whose counts say they hold an
+    `subscriptions` the subscription indexes to explode for (e.g. only those whose counts say they hold an
     outcome; only their topics' units are read), `codes` on decision_codes (e.g. one outcome)."""
-    from pyspark.sql import Column
     from pyspark.sql import functions as F
 
     matrix = _read(spark, warehouse, "pull_decisions", dump_id)
@@ -135,16 +134,12 @@ def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, uni
     if units is not None:
         matrix = matrix.where(units)
     subs = _read(spark, warehouse, "group_stats", dump_id)
-    if subscriptions is not None:
-        if isinstance(subscriptions, Column):
-            subs = subs.where(subscriptions)
-            topics = [r.topic for r in subs.select("topic").distinct().collect()]
-        else:  # indexes: their topics from group_stats' rows read on the driver, no Spark job
-            wanted = set(subscriptions)
-            subs = subs.where(F.col("subscription_index").isin(sorted(wanted)))
-            found = (read_rows(spark, warehouse, "group_stats", dump_id, columns=["subscription_index", "topic"])
-                     if dump_id is not None else subs.select("subscription_index", "topic").collect())
-            topics = sorted({r["topic"] for r in found if r["subscription_index"] in wanted})
+    if subscriptions is not None:  # their topics from group_stats' rows read on the driver (no Spark job)
+        wanted = set(subscriptions)
+        subs = subs.where(F.col("subscription_index").isin(sorted(wanted)))
+        found = (read_rows(spark, warehouse, "group_stats", dump_id, columns=["subscription_index", "topic"])
+                 if dump_id is not None else subs.select("subscription_index", "topic").collect())
+        topics = sorted({r["topic"] for r in found if r["subscription_index"] in wanted})
         matrix = matrix.where(F.col("topic").isin(topics))
     code_rows = _read(spark, warehouse, "decision_codes", dump_id)
     if codes is not None:
