@@ -221,12 +221,15 @@ def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
     copies = _copies(spark, inputs, dump_id) if any(s.get("until_copy") for s in subs) else []
     by_offset = {r["commit_log_offset"]: r for r in rows}
     bodies = _body_lines(spark, inputs, dump_id, rows)
-    decisions = [r.asDict() for r in row_forms.pull_decisions(spark, inputs.warehouse, dump_id,
-                                                              F.col("commit_log_offset").isin(list(by_offset)))
+    keys = ["topic", "queue_id", "queue_offset", "commit_log_offset"]
+    found_units = _table(spark, inputs, "consume_queue", dump_id).where(
+        F.col("commit_log_offset").isin(list(by_offset))).select(*keys).collect()
+    units = {r.commit_log_offset for r in found_units}
+    decisions = [r.asDict() for r in row_forms.pull_decisions(
+        spark, inputs.warehouse, dump_id, _unit_condition(list(by_offset), found_units),
+        [s["subscription_index"] for s in subs])
                  .where(F.col("consumer_group") == inputs.group)
                  .orderBy("commit_log_offset", "subscription_index").collect()]
-    units = {r.commit_log_offset for r in _table(spark, inputs, "consume_queue", dump_id)
-             .where(F.col("commit_log_offset").isin(list(by_offset))).select("commit_log_offset").collect()}
     for m in rows:
         mine = [d for d in decisions if d["commit_log_offset"] == m["commit_log_offset"]]
         out.text.append(f"message at commit log offset {m['commit_log_offset']}: topic {m['topic']}, queue "
@@ -242,6 +245,25 @@ def _answer(spark: SparkSession, inputs: Inputs, dump_id: str) -> Answer:
             out.text += ["  " + line for line in explain(d, sub, filters.get((d["topic"], inputs.group)), m, retry,
                                                          version, subs, copies)]
     return out
+
+
+def _unit_condition(offsets: list[int], units: list) -> Any:
+    """The decision matrix's rows of these commit log offsets, narrowed to the consume-queue units found pointing
+    at them (topic, queue and queue offset: the matrix files' statistics then skip every other queue's and
+    piece's file, where offsets alone, interleaved across queues, skip few)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    by_offset = F.col("commit_log_offset").isin(offsets)
+    if not units:  # no unit points at them: the offsets alone (the matrix has no row unless written from others)
+        return by_offset
+    queues: dict[tuple[str, int], set[int]] = {}
+    for u in units:
+        queues.setdefault((u.topic, u.queue_id), set()).add(u.queue_offset)
+    return by_offset & reduce(lambda a, b: a | b, [
+        (F.col("topic") == t) & (F.col("queue_id") == q) & F.col("queue_offset").isin(sorted(o))
+        for (t, q), o in sorted(queues.items())])
 
 
 def _preview(body: bytes) -> str:

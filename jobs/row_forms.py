@@ -153,18 +153,21 @@ def decided(spark: SparkSession, warehouse: str, dump_id: str | None = None, uni
 
 
 def pull_decisions(spark: SparkSession, warehouse: str, dump_id: str | None = None,
-                   units: Column | None = None) -> DataFrame:
+                   units: Column | None = None, subscriptions: Collection[int] | None = None) -> DataFrame:
     """One row per (subscription, unit it scanned), every column of `tables.PULL_DECISIONS`, for one dump (or
     all); `units`, a condition on the matrix's unit columns (topic, queue_id, queue_offset, commit_log_offset),
-    keeps only those units before the explode (a lookup, as explain's, reads only its units' rows)."""
+    keeps only those units before the explode (a lookup, as explain's, reads only its units' rows);
+    `subscriptions`, subscription indexes, only their rows (a group's, as explain's: only their pulls are read)."""
     from pyspark.sql import functions as F
 
-    rows = decided(spark, warehouse, dump_id, units)
+    rows = decided(spark, warehouse, dump_id, units, subscriptions)
     pulls = _read(spark, warehouse, "pulls", dump_id)
     if units is not None:  # a lookup: only the pulls of the queues and subscriptions its few rows have
-        keys = rows.select("subscription_index", "queue_id").distinct().collect()
+        keys = rows.select("subscription_index", "queue_id", "queue_offset").distinct().collect()
         pulls = pulls.where(F.col("subscription_index").isin(sorted({k.subscription_index for k in keys}))
                             & F.col("queue_id").isin(sorted({k.queue_id for k in keys})))
+        if keys:  # no pull starting after the last unit can have scanned one (the files' statistics skip them)
+            pulls = pulls.where(F.col("request_offset") <= max(k.queue_offset for k in keys))
     sql_text = (F.col("layer") == vocab.COMMIT_LOG) & F.col("sql_value").isin("TRUE", "FALSE", "NULL")
     rows = rows.withColumn("detail", F.coalesce(F.col("detail"), F.when(sql_text, F.col("sql_value")))).withColumn(
         "bloom_bitmap", F.when(F.col("bloom_tested"), F.col("bloom_bitmap")))
