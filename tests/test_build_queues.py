@@ -153,6 +153,56 @@ def test_tables_equal_the_harness_and_a_rerun_changes_nothing(spark, tag_run, wa
     assert table_versions(spark, warehouse) == {t: v + 1 for t, v in versions.items()}
 
 
+def _scan_rows(df) -> tuple[list, int]:
+    """A query's rows, and how many rows its Parquet scan handed on: a row group its reader skipped hands on none."""
+    got = df.collect()
+    plan, found = df._jdf.queryExecution().executedPlan(), []
+
+    def walk(node) -> None:
+        if node.nodeName().startswith("Scan parquet") or "FileSourceScan" in node.getClass().getName():
+            found.append(int(node.metrics().apply("numOutputRows").value()))
+        for i in range(node.children().size()):
+            walk(node.children().apply(i))
+
+    walk(plan)
+    assert len(found) == 1, plan.toString()
+    return got, found[0]
+
+
+def test_messages_are_found_by_either_id_through_the_row_groups_bloom_filters(spark, tag_run, tmp_path) -> None:
+    """Each messages row group carries bloom filters of uniq_key and offset_msg_id (explain's --msg-id and
+    --offset-msg-id): Spark's reader finds every message by each id, and skips the row groups that cannot hold it."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from jobs.decode_tasks import ID_BLOOM_COLUMNS
+
+    wh = str(tmp_path / "wh")
+    run_job(spark, tag_run["store"], wh, "--broker-conf", tag_run["conf"], "--dump-id", "tag")
+    files = sorted(Path(table_path(wh, "messages")).rglob("*.parquet"))
+    groups = 0
+    for f in files:
+        meta = pq.ParquetFile(f).metadata
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        for g in range(meta.num_row_groups):
+            groups += 1
+            for c in ID_BLOOM_COLUMNS:
+                assert meta.row_group(g).column(names.index(c)).bloom_filter_offset is not None, (f, c)
+    assert groups >= 3
+    msgs = read_dump(spark, wh, "messages", "tag")
+    total = msgs.count()
+    ids = msgs.select("commit_log_offset", *ID_BLOOM_COLUMNS).collect()
+    assert len(ids) == len(tag_run["listing"]["records"]) and all(r.offset_msg_id for r in ids)
+    skipped = 0
+    for column in ID_BLOOM_COLUMNS:
+        for r in [r for r in ids if r[column] is not None][::30]:  # a spread of rows over the files
+            got, read = _scan_rows(msgs.where(F.col(column) == r[column]).select("commit_log_offset"))
+            want = sorted(x.commit_log_offset for x in ids if x[column] == r[column])  # an id may repeat
+            assert sorted(x.commit_log_offset for x in got) == want, (column, r)
+            skipped += read < total
+    assert skipped > 0
+
+
 @pytest.mark.parametrize("make", [lambda: scenarios.tag_and_sql_scenario(1),
                                   lambda: scenarios.client_decode_scenario(3)], ids=["tag_sql", "client_decode"])
 def test_tables_equal_a_551_brokers_store(spark, warehouse, tmp_path, make) -> None:
