@@ -24,7 +24,7 @@ import pytest
 
 from jobs import build_queues, report, simulate_pull
 from jobs.delta_io import last_version, table_path
-from jobs.runs import read_dump
+from jobs.runs import read_dump, read_rows
 
 pytestmark = pytest.mark.spark
 
@@ -49,8 +49,8 @@ def _snapshot(spark, wh: str, names: tuple[str, ...], latest: bool = False) -> d
 
 
 def _runs(spark, wh: str) -> list[dict]:
-    return [r.asDict() for r in spark.read.format("delta").load(table_path(wh, "runs")).orderBy("finished_at")
-            .collect()]
+    """The dump's runs rows, oldest first, as the jobs read them (the files the runs table's newest log names)."""
+    return sorted(read_rows(spark, wh, "runs", DUMP, latest=True), key=lambda r: r["finished_at"])
 
 
 def _commits(wh: str, table: str) -> int:
