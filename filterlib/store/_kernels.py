@@ -8,25 +8,12 @@ record reaches past the buffer, the kernels answer NEED_MORE and the caller re-r
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import namedtuple
 
-
-def _writable_cache_dir() -> str:
-    """~/.cache/filterlib-numba, or a per-user temp dir where home is read-only (as on many Spark executors)."""
-    for base in (os.path.join(os.path.expanduser("~"), ".cache"), tempfile.gettempdir()):
-        path = os.path.join(base, f"filterlib-numba-{os.getuid()}")
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(path, os.W_OK):
-            return path
-    return tempfile.mkdtemp(prefix="filterlib-numba-")
-
+from filterlib.kernel_cache import cache_dir
 
 if "NUMBA_CACHE_DIR" not in os.environ:
-    os.environ["NUMBA_CACHE_DIR"] = _writable_cache_dir()
+    os.environ["NUMBA_CACHE_DIR"] = cache_dir()
 
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
