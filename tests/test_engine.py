@@ -1,5 +1,5 @@
 """The set-at-a-time engine gives the interpreter's exact answers: every (row, filter) TRUE / FALSE / NULL or the
-same FilterEvaluationError (Java class, cause and message), on both backends, forced and chosen.
+same FilterEvaluationError (Java class, cause and message), on every backend, forced and chosen.
 
 The interpreter itself is checked against the real RocketMQ jars elsewhere (test_sql92_conformance); here the
 engine is held to it on that whole suite (as batches of mixed rows), on Hypothesis-generated batches and on the
@@ -23,7 +23,7 @@ from support.registry_replay import replay_registrations
 from support.sql92_cases import selector_cases
 
 from filterlib import sql92
-from filterlib.engine import KERNEL, TABLE, Engine
+from filterlib.engine import KERNEL, PROGRAM, TABLE, Engine
 from filterlib.engine.columns import extract_properties
 from filterlib.engine.queue_layer import ext_bitmaps
 from filterlib.errors import FilterEvaluationError, FilterSyntaxError
@@ -34,6 +34,7 @@ from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir
 
 PATHS = [TABLE, KERNEL, "auto"]
+"""The backends each test holds to the interpreter: "auto" runs the program (`filterlib.engine.program`)."""
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
 
@@ -101,8 +102,7 @@ def check(exprs, maps, label: str, paths=PATHS) -> None:
     problems = []
     for path in paths:
         results = engine.evaluate(batch, path)
-        if path != "auto":
-            assert {r.path for r in results} <= {path}
+        assert {r.path for r in results} <= {PROGRAM if path == "auto" else path}
         problems += disagreements(exprs, seen, results, f"{label}/{path}", want)
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:30])
 
@@ -209,18 +209,30 @@ def test_generated_high_cardinality_batches(texts, seed):
     if exprs:
         check(exprs, maps, "high-cardinality")
         batch, _ = props_batch(maps)
-        chosen = {r.path for r in Engine(exprs).evaluate(batch)}
-        assert chosen <= {TABLE, KERNEL}
+        engine = Engine(exprs)
+        states = engine.states(batch)
+        assert [r.path for r in engine.evaluate(batch)] == [PROGRAM] * len(exprs)
+        assert np.array_equal(states, np.stack([r.state for r in engine.evaluate(batch, KERNEL)]))
 
 
-def test_auto_chooses_by_cardinality():
+def test_states_without_errors_texts_equal_the_interpreters():
+    """`Engine.states` (what bitmaps and verdicts read): every filter's state per row, errors as ERROR, under AND /
+    OR / NOT chains whose later operands would raise where an earlier one decides (short-circuit)."""
     rng = random.Random(3)
-    maps = [{"region": rng.choice(["eu", "us"]), "uid": f"u{i}", "amount": str(rng.randrange(10**6))}
-            for i in range(4000)]
-    batch, _ = props_batch(maps)
-    exprs = [sql92.compile(t) for t in ["region = 'eu'", "uid = 'u7' OR region = 'us'", "amount > 500000"]]
-    paths = [r.path for r in Engine(exprs).evaluate(batch)]
-    assert paths == [TABLE, KERNEL, KERNEL]
+    maps = [{"region": rng.choice(["eu", "us", "x"]), "uid": f"u{i}",
+             "amount": str(rng.randrange(10**6)) if i % 7 else "n/a"} for i in range(4000)]
+    maps[5].pop("region")
+    batch, seen = props_batch(maps)
+    exprs = [sql92.compile(t) for t in [
+        "region = 'eu'", "uid = 'u7' OR region = 'us'", "amount > 500000",
+        "region = 'eu' AND amount > 10", "region <> 'eu' OR amount > 10 OR uid IS NULL",
+        "NOT (region IN ('eu', 'x') AND (amount < 3 OR uid = 'u9'))", "(region = 'us') = (amount > 7)"]]
+    states = Engine(exprs).states(batch)
+    codes = {True: 1, False: 0, None: 2}
+    for expr, row in zip(exprs, states, strict=True):
+        want = [3 if isinstance(w, FilterEvaluationError) else codes[w] for w in (_interpret(expr, m) for m in seen)]
+        assert row.tolist() == want, expr.text
+    assert (states == 3).any() and (states == 2).any()
 
 
 def test_extraction_keeps_the_last_of_a_repeated_key_and_handles_slices():

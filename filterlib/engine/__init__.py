@@ -6,6 +6,6 @@ layer over columns — tag hashes, the broker's tag check, the client's re-check
 """
 
 from filterlib.engine.engine import Engine, evaluate_batch
-from filterlib.engine.results import ERROR, FALSE, KERNEL, NULL, TABLE, TRUE, FilterResult
+from filterlib.engine.results import ERROR, FALSE, KERNEL, NULL, PROGRAM, TABLE, TRUE, FilterResult
 
-__all__ = ["Engine", "evaluate_batch", "FilterResult", "FALSE", "TRUE", "NULL", "ERROR", "TABLE", "KERNEL"]
+__all__ = ["Engine", "evaluate_batch", "FilterResult", "FALSE", "TRUE", "NULL", "ERROR", "TABLE", "KERNEL", "PROGRAM"]

@@ -1,10 +1,12 @@
 """The set-at-a-time SQL92 engine: every compiled selector over a whole Arrow batch at once.
 
-`Engine(filters).evaluate(batch)` extracts the properties the filters name once, then decides per filter, from
-the batch's measured cardinality, between the decision table (few distinct tuples of the named properties: the
-interpreter runs once per tuple) and the kernels (many: vectorised leaves over distinct values). Both give, for
-every (row, filter), the interpreter's exact answer — TRUE, FALSE, NULL or its FilterEvaluationError — and the
-caller never needs to know which path ran.
+`Engine(filters).evaluate(batch)` extracts the properties the filters name once, decides every leaf predicate
+once per distinct value of its property (the kernels' leaves), then runs every filter's AND / OR / NOT over the
+rows in one compiled pass (`program`); where a filter's state is an error, the kernels give that filter's errors.
+Two other paths stay for tests and benchmarks: the decision table (the interpreter once per distinct tuple of the
+named properties) and the kernels alone (the operators as numpy passes). All give, for every (row, filter), the
+interpreter's exact answer — TRUE, FALSE, NULL or its FilterEvaluationError — and the caller never needs to know
+which path ran.
 """
 
 from __future__ import annotations
@@ -16,17 +18,13 @@ import pyarrow as pa
 
 from filterlib.engine.columns import Column, extract_properties
 from filterlib.engine.kernels import BatchContext, Vec, by_tuples, evaluate_node
-from filterlib.engine.results import KERNEL, TABLE, FilterResult
+from filterlib.engine.program import Program
+from filterlib.engine.results import ERROR, KERNEL, PROGRAM, TABLE, FilterResult
 from filterlib.sql92.expression import Sql92Expression
 
 AUTO = "auto"
-PATHS = (AUTO, TABLE, KERNEL)
+PATHS = (AUTO, PROGRAM, TABLE, KERNEL)
 PROPERTIES = "properties"
-
-
-def table_threshold(n: int) -> int:
-    """Most distinct tuples for which the decision table beats the kernels (one interpreter call per tuple)."""
-    return 64 + n // 16
 
 
 def properties_of(batch: pa.RecordBatch | pa.Table | pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -44,6 +42,7 @@ class Engine:
         self.names = sorted({n for f in self.filters for n in f.referenced_properties})
         self._names_of = [tuple(sorted(f.referenced_properties)) for f in self.filters]
         self._closures: dict = {}
+        self._program = Program.of([f.ast for f in self.filters])
 
     def context(self, batch, columns: dict[str, Column] | None = None) -> BatchContext:
         """The batch's shared state: the named properties as columns (extracted unless given)."""
@@ -52,23 +51,24 @@ class Engine:
             columns = extract_properties(props, self.names)
         return BatchContext(dict(columns), len(props), self._closures)
 
+    def states(self, batch, columns: dict[str, Column] | None = None) -> np.ndarray:
+        """(filters, rows) int8: every filter's state per row (FALSE, TRUE, NULL or ERROR), without the errors' texts
+        (what a bitmap or a verdict needs)."""
+        return self._program.states(self.context(batch, columns))
+
     def evaluate(self, batch, path: str = AUTO, columns: dict[str, Column] | None = None) -> list[FilterResult]:
-        """One FilterResult per filter, in order; `path` forces the table or the kernels (tests, benchmarks)."""
+        """One FilterResult per filter, in order; `path` forces one backend (tests, benchmarks)."""
         if path not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, not {path!r}")
         ctx = self.context(batch, columns)
-        return [self._one(ctx, f, names, path) for f, names in zip(self.filters, self._names_of, strict=True)]
-
-    def _one(self, ctx: BatchContext, f: Sql92Expression, names: tuple[str, ...], path: str) -> FilterResult:
-        chosen = path
-        if path == AUTO:
-            limit = table_threshold(ctx.n)
-            chosen = TABLE if ctx.distinct_count(names, limit) <= limit else KERNEL
-        if chosen == TABLE:
-            v = by_tuples(ctx, f._fn, names)
-        else:
-            v = evaluate_node(ctx, f.ast)
-        return _result(v, chosen)
+        if path in (AUTO, PROGRAM):
+            states = self._program.states(ctx)
+            return [_result(evaluate_node(ctx, f.ast), PROGRAM) if (row == ERROR).any()
+                    else FilterResult(row, None, [], PROGRAM) for f, row in zip(self.filters, states, strict=True)]
+        if path == TABLE:
+            return [_result(by_tuples(ctx, f._fn, names), TABLE) for f, names in
+                    zip(self.filters, self._names_of, strict=True)]
+        return [_result(evaluate_node(ctx, f.ast), KERNEL) for f in self.filters]
 
 
 def _result(v: Vec, path: str) -> FilterResult:

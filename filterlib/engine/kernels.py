@@ -57,7 +57,8 @@ class BatchContext:
         self._tuples: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._maps: dict[tuple[str, ...], list[dict[str, str]]] = {}
         self._parsed: dict[tuple[str, str], tuple[Parsed, np.ndarray, list]] = {}
-        self._memo: dict[ast.Node, Vec] = {}
+        self._memo: dict[ast.Node, Entries | Vec] = {}
+        self._rows: dict[ast.Node, Vec] = {}
 
     def column(self, name: str) -> Column:
         col = self.columns.get(name)
@@ -71,13 +72,6 @@ class BatchContext:
         if hit is None:
             hit = self._tuples[names] = distinct_tuples([self.column(x) for x in names], self.n)
         return hit
-
-    def distinct_count(self, names: tuple[str, ...], limit: int) -> int:
-        """Distinct tuples of these properties, or a number above `limit` when that is certain without counting."""
-        cards = [self.column(x).cardinality + 1 for x in names]
-        if cards and max(cards) - 1 > limit:
-            return max(cards) - 1
-        return len(self.tuples(names)[1])
 
     def maps(self, names: tuple[str, ...]) -> list[dict[str, str]]:
         hit = self._maps.get(names)
@@ -114,19 +108,37 @@ def by_tuples(ctx: BatchContext, fn: Callable, names: tuple[str, ...]) -> Vec:
     return Vec(state[inverse], None if err is None else err[inverse], errors)
 
 
-def _spread(col: Column, entry_state: np.ndarray, missing_state: int, entry_err: np.ndarray | None = None,
-            errors: list | None = None) -> Vec:
-    """Per-entry states (plus the state of a missing property) to per-row states by the column's codes."""
+@dataclass
+class Entries:
+    """A leaf decided once per distinct value of one property: its state per dictionary entry, then the state of a
+    row without the property (cardinality + 1 states); where ERROR, `err` indexes `errors`."""
+
+    name: str
+    state: np.ndarray
+    err: np.ndarray | None
+    errors: list[FilterEvaluationError]
+
+
+def _entries(name: str, col: Column, entry_state: np.ndarray, missing_state: int, entry_err: np.ndarray | None = None,
+             errors: list | None = None) -> Entries:
+    """Per-entry states plus the state of a missing property, as one table indexed by code (-1: the last)."""
     d = len(entry_state)
+    if d != col.cardinality:
+        raise ValueError(f"{d} entry states for a column of {col.cardinality} values")
     ext = np.empty(d + 1, dtype=np.int8)
     ext[:d] = entry_state
     ext[d] = missing_state
-    state = ext[col.codes]
     if not errors:
-        return Vec(state, None, [])
+        return Entries(name, ext, None, [])
     eext = np.zeros(d + 1, dtype=np.int32)
     eext[:d] = entry_err
-    return Vec(state, eext[col.codes], errors)
+    return Entries(name, ext, eext, errors)
+
+
+def spread(ctx: BatchContext, e: Entries) -> Vec:
+    """A leaf's per-entry states to per-row states by its column's codes."""
+    codes = ctx.column(e.name).codes
+    return Vec(e.state[codes], None if e.err is None else e.err[codes], e.errors)
 
 
 def _bools(mask: np.ndarray, negate: bool = False) -> np.ndarray:
@@ -154,7 +166,7 @@ def _is_null_test(node: ast.Node) -> str | None:
     return None
 
 
-def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_state: int) -> Vec:
+def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_state: int) -> Entries:
     """`prop op const` with the property parsed by the constant's Java class."""
     p, err_index, errors = ctx.parsed(name, kind)
     cmp = double_compare(p.values, float(const)) if kind == "D" else int_compare(p.values, int(const))
@@ -169,39 +181,43 @@ def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_st
     else:
         test = cmp <= 0
     entry = np.where(p.ok, test.astype(np.int8), np.int8(ERROR)).astype(np.int8)
-    return _spread(ctx.column(name), entry, missing_state, err_index, errors)
+    return _entries(name, ctx.column(name), entry, missing_state, err_index, errors)
 
 
-def _leaf(ctx: BatchContext, node: ast.Node) -> Vec | None:
-    """A vectorised leaf predicate, or None when the node has no kernel of its own."""
+def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:
+    """A vectorised leaf predicate: its states per distinct value of its property (Entries) or per row (a constant
+    Vec), or None when the node has no kernel of its own."""
     name = _is_null_test(node)
     if name is not None:
         col = ctx.column(name)
-        return _spread(col, np.zeros(col.cardinality, dtype=np.int8), TRUE)
+        return _entries(name, col, np.zeros(col.cardinality, dtype=np.int8), TRUE)
     if isinstance(node, ast.BoolCast):
-        col = ctx.column(node.operand.name)
-        return _spread(col, np.zeros(col.cardinality, dtype=np.int8), NULL)
+        name = node.operand.name
+        col = ctx.column(name)
+        return _entries(name, col, np.zeros(col.cardinality, dtype=np.int8), NULL)
     if isinstance(node, ast.In):
-        col = ctx.column(node.operand.name)
+        name = node.operand.name
+        col = ctx.column(name)
         wanted = [v for v in node.values if not _has_surrogate(v)]
         mask = _arrow_bools(pc.is_in(col.values, value_set=pa.array(wanted, pa.string()))) if wanted else \
             np.zeros(col.cardinality, dtype=bool)
-        return _spread(col, _bools(mask, node.negated), NULL)
+        return _entries(name, col, _bools(mask, node.negated), NULL)
     if isinstance(node, ast.Match):
         if not node.search:
             return Vec(np.zeros(ctx.n, dtype=np.int8), None, [])
         if not isinstance(node.operand, ast.Property) or _has_surrogate(node.search):
             return None
-        col = ctx.column(node.operand.name)
+        name = node.operand.name
+        col = ctx.column(name)
         fn = {"contains": pc.match_substring, "startswith": pc.starts_with, "endswith": pc.ends_with}[node.op]
-        return _spread(col, _bools(_arrow_bools(fn(col.values, node.search)), node.negated), FALSE)
+        return _entries(name, col, _bools(_arrow_bools(fn(col.values, node.search)), node.negated), FALSE)
     if isinstance(node, ast.Compare):
         left, right = node.left, node.right
         if isinstance(left, ast.Property):
             if isinstance(right, ast.Literal) and right.kind == "string" and node.op == "=" \
                     and not _has_surrogate(right.value):
                 col = ctx.column(left.name)
-                return _spread(col, _bools(_arrow_bools(pc.equal(col.values, right.value))), NULL)
+                return _entries(left.name, col, _bools(_arrow_bools(pc.equal(col.values, right.value))), NULL)
             c = _const(right)
             if c is not None:
                 return _numeric(ctx, left.name, node.op, c[0], c[1], NULL)
@@ -209,11 +225,26 @@ def _leaf(ctx: BatchContext, node: ast.Node) -> Vec | None:
             if isinstance(left, ast.Literal) and left.kind == "string" and node.op == "=" \
                     and not _has_surrogate(left.value):
                 col = ctx.column(right.name)
-                return _spread(col, _bools(_arrow_bools(pc.equal(col.values, left.value))), FALSE)
+                return _entries(right.name, col, _bools(_arrow_bools(pc.equal(col.values, left.value))), FALSE)
             c = _const(left)
             if c is not None:
                 return _numeric(ctx, right.name, _FLIP[node.op], c[0], c[1], FALSE if node.op == "=" else NULL)
     return None
+
+
+def leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec:
+    """A node that is no AND / OR / NOT, once per batch (filters share their predicates): per distinct value of its
+    property where it names one property and has a kernel, else per row (a node without a kernel: by the
+    interpreter's closure once per distinct tuple of the properties it names)."""
+    hit = ctx._memo.get(node)
+    if hit is not None:
+        return hit
+    v = _leaf(ctx, node)
+    if v is None:
+        names = tuple(sorted({x.name for x in ast.walk(node) if isinstance(x, ast.Property)}))
+        v = by_tuples(ctx, ctx.closure(node), names)
+    ctx._memo[node] = v
+    return v
 
 
 def _chain_table(conjunction: bool) -> np.ndarray:
@@ -286,12 +317,8 @@ def evaluate_node(ctx: BatchContext, node: ast.Node) -> Vec:
     if isinstance(node, ast.Not):
         inner = evaluate_node(ctx, node.operand)
         return Vec(_NOT[inner.state], inner.err_index, inner.errors)
-    hit = ctx._memo.get(node)
-    if hit is not None:
-        return hit
-    v = _leaf(ctx, node)
-    if v is None:
-        names = tuple(sorted({x.name for x in ast.walk(node) if isinstance(x, ast.Property)}))
-        v = by_tuples(ctx, ctx.closure(node), names)
-    ctx._memo[node] = v
-    return v
+    hit = ctx._rows.get(node)
+    if hit is None:
+        v = leaf(ctx, node)
+        hit = ctx._rows[node] = spread(ctx, v) if isinstance(v, Entries) else v
+    return hit

@@ -17,6 +17,7 @@ STATE_VALUES = {FALSE: False, TRUE: True, NULL: None}
 
 TABLE = "table"
 KERNEL = "kernel"
+PROGRAM = "program"
 
 
 @dataclass

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from filterlib.bloom import BloomFilter, BloomFilterData
 from filterlib.brokerversion import DEFAULT, lmq_dispatch_skips, registry_rules
-from filterlib.engine import Engine
+from filterlib.engine import TRUE, Engine
 from filterlib.engine.columns import MISSING, extract_properties
 from filterlib.engine.queue_layer import ext_bitmaps
 from filterlib.javalang import java_is_blank, java_parse_int, java_split
@@ -244,12 +244,12 @@ class Dispatcher:
                 props = batch.column("properties")
                 if len(rows) < n:  # a batch of one topic's units (the usual case) needs no copy
                     props = props.take(pa.array(rows))
-                results = tf.engine.evaluate(props)
-                always = store.min() > tf.born
-                matches = [r.matches if always[i] else r.matches & counting[i]
-                           for r, i in zip(results, tf.usable, strict=True)]
-                for m, g in zip(matches, tf.groups, strict=True):
-                    self.stats.matches[(g, topic)] = self.stats.matches.get((g, topic), 0) + int(m.sum())
+                matches = tf.engine.states(props) == TRUE
+                late = np.flatnonzero(store.min() <= tf.born[tf.usable])
+                if len(late):
+                    matches[late] &= counting[np.asarray(tf.usable)[late]]
+                for count, g in zip(matches.sum(axis=1).tolist(), tf.groups, strict=True):
+                    self.stats.matches[(g, topic)] = self.stats.matches.get((g, topic), 0) + count
             bits, ok = ext_bitmaps(matches, tf.datas, bloom, len(rows))
             ok &= any_counts
             out[rows] = bits

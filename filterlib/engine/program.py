@@ -1,0 +1,176 @@
+"""Every selector of an Engine in one compiled pass over the rows: the AND / OR / NOT above the leaves run as a
+small stack program per selector, the leaves read from their per-value tables by each row's code.
+
+The kernel backend (`kernels.evaluate_node`) spreads every leaf to a vector of rows and combines the vectors one
+numpy pass per operator, a few passes over the batch per selector; with hundreds of selectors that is most of the
+time. Here a selector costs a table read per leaf and row, in numba loops without allocations. The leaves are the
+kernel backend's own (`kernels.leaf`) and the operators its lookup tables (`kernels._AND`, `_OR`, `_NOT`), which
+keep an AND's FALSE or error (an OR's TRUE or error) whatever its later operands answer, as Java's short-circuit
+does: every state equals the interpreter's. The errors' texts are not carried (`Engine.evaluate` asks the kernel
+backend for them where a state is ERROR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from filterlib.engine.kernels import _AND, _NOT, _OR, BatchContext, Entries, leaf
+from filterlib.sql92 import ast
+
+LEAF, LEAF_AND, LEAF_OR, AND, OR, NOT = range(6)
+"""The program's operations: push a leaf's states; combine the top with a leaf's states by AND (OR); combine the top
+two by AND (OR); negate the top."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """Selectors compiled to operations (`ops`, `args`; selector s runs ops[starts[s]:starts[s + 1]]) over the
+    distinct leaves they name (`leaves`, the nodes `kernels.leaf` evaluates once per batch)."""
+
+    ops: np.ndarray
+    args: np.ndarray
+    starts: np.ndarray
+    leaves: tuple[ast.Node, ...]
+    depth: int
+
+    @classmethod
+    def of(cls, trees: Sequence[ast.Node]) -> Program:
+        """The program of these selectors' trees."""
+        ops: list[int] = []
+        args: list[int] = []
+        index: dict[ast.Node, int] = {}
+        starts = [0]
+        depth = 1
+
+        def emit(node: ast.Node, height: int) -> None:
+            nonlocal depth
+            depth = max(depth, height + 1)
+            if isinstance(node, (ast.And, ast.Or)):
+                conjunction = isinstance(node, ast.And)
+                emit(node.operands[0], height)
+                for operand in node.operands[1:]:
+                    if _is_leaf(operand):
+                        ops.append(LEAF_AND if conjunction else LEAF_OR)
+                        args.append(index.setdefault(operand, len(index)))
+                    else:
+                        emit(operand, height + 1)
+                        ops.append(AND if conjunction else OR)
+                        args.append(0)
+            elif isinstance(node, ast.Not):
+                emit(node.operand, height)
+                ops.append(NOT)
+                args.append(0)
+            else:
+                ops.append(LEAF)
+                args.append(index.setdefault(node, len(index)))
+
+        for tree in trees:
+            emit(tree, 0)
+            starts.append(len(ops))
+        return cls(np.asarray(ops, dtype=np.int8), np.asarray(args, dtype=np.int32),
+                   np.asarray(starts, dtype=np.int64), tuple(index), depth)
+
+    def states(self, ctx: BatchContext) -> np.ndarray:
+        """(selectors, rows) int8: each selector's state per row of the batch (FALSE, TRUE, NULL or ERROR)."""
+        names: dict[str, int] = {}
+        kinds = np.zeros(len(self.leaves), dtype=np.int8)
+        refs = np.zeros(len(self.leaves), dtype=np.int32)
+        offsets = np.zeros(len(self.leaves), dtype=np.int64)
+        missing = np.zeros(len(self.leaves), dtype=np.int32)
+        tables: list[np.ndarray] = []
+        vectors: list[np.ndarray] = []
+        at = 0
+        for i, node in enumerate(self.leaves):
+            v = leaf(ctx, node)
+            if isinstance(v, Entries):
+                refs[i] = names.setdefault(v.name, len(names))
+                offsets[i] = at
+                missing[i] = len(v.state) - 1
+                tables.append(v.state)
+                at += len(v.state)
+            else:
+                kinds[i] = 1
+                refs[i] = len(vectors)
+                vectors.append(v.state)
+        codes = np.stack([ctx.column(name).codes for name in names]) if names else np.zeros((0, ctx.n), np.int32)
+        out = np.empty((len(self.starts) - 1, ctx.n), dtype=np.int8)
+        _run(self.ops, self.args, self.starts, np.ascontiguousarray(codes, dtype=np.int32), kinds, refs, offsets,
+             missing, np.concatenate(tables) if tables else np.zeros(0, np.int8),
+             np.stack(vectors) if vectors else np.zeros((0, ctx.n), np.int8), _AND, _OR, _NOT,
+             np.empty((self.depth, ctx.n), dtype=np.int8), out)
+        return out
+
+
+def _is_leaf(node: ast.Node) -> bool:
+    return not isinstance(node, (ast.And, ast.Or, ast.Not))
+
+
+@njit(cache=True)
+def _leaf_into(dst, lut, kind, ref, offset, missing, codes, tables, vectors):
+    """dst = a leaf's states (lut None), or lut[(dst << 2) | the leaf's states]: from its table by each row's code of
+    its property (kind 0), or its vector (kind 1)."""
+    n = len(dst)
+    if kind == 0:
+        row = codes[ref]
+        table = tables[offset:offset + missing + 1]
+        if lut is None:
+            for i in range(n):
+                c = row[i]
+                dst[i] = table[c if c >= 0 else missing]
+        else:
+            for i in range(n):
+                c = row[i]
+                dst[i] = lut[(dst[i] << 2) | table[c if c >= 0 else missing]]
+    else:
+        vec = vectors[ref]
+        if lut is None:
+            dst[:] = vec
+        else:
+            for i in range(n):
+                dst[i] = lut[(dst[i] << 2) | vec[i]]
+
+
+@njit(cache=True)
+def _combine_rows(dst, src, lut):
+    for i in range(len(dst)):
+        dst[i] = lut[(dst[i] << 2) | src[i]]
+
+
+@njit(cache=True)
+def _negate(dst, lut):
+    for i in range(len(dst)):
+        dst[i] = lut[dst[i]]
+
+
+@njit(cache=True)
+def _run(ops, args, starts, codes, kinds, refs, offsets, missing, tables, vectors, and_lut, or_lut, not_lut, stack,
+         out):
+    """out[s]: selector s's states, its operations run in turn over every row (a leaf read from its table by each
+    row's code of its property, kind 0, or from its vector, kind 1); the stack holds a row of states per level.
+    Every operand is read (no row skips one): the lookup tables keep an AND's FALSE or error (an OR's TRUE or error)
+    whatever follows, which is Java's short-circuit without its branches."""
+    for s in range(len(starts) - 1):
+        top = -1
+        for p in range(starts[s], starts[s + 1]):
+            op = ops[p]
+            a = args[p]
+            if op == LEAF:
+                top += 1
+                _leaf_into(stack[top], None, kinds[a], refs[a], offsets[a], missing[a], codes, tables, vectors)
+            elif op == LEAF_AND:
+                _leaf_into(stack[top], and_lut, kinds[a], refs[a], offsets[a], missing[a], codes, tables, vectors)
+            elif op == LEAF_OR:
+                _leaf_into(stack[top], or_lut, kinds[a], refs[a], offsets[a], missing[a], codes, tables, vectors)
+            elif op == AND:
+                top -= 1
+                _combine_rows(stack[top], stack[top + 1], and_lut)
+            elif op == OR:
+                top -= 1
+                _combine_rows(stack[top], stack[top + 1], or_lut)
+            else:
+                _negate(stack[top], not_lut)
+        out[s] = stack[0]
