@@ -8,6 +8,7 @@ messages of real harness stores, and its ext bitmaps to the real broker's.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 
@@ -25,9 +26,11 @@ from support.sql92_cases import selector_cases
 from filterlib import sql92
 from filterlib.engine import KERNEL, PROGRAM, TABLE, Engine
 from filterlib.engine.columns import extract_properties
+from filterlib.engine.numbers import COMPARISONS, Parsed, compare_states
 from filterlib.engine.queue_layer import ext_bitmaps
 from filterlib.errors import FilterEvaluationError, FilterSyntaxError
 from filterlib.javalang import java_utf8_decode, java_utf8_encode
+from filterlib.sql92.javanum import double_compare
 from filterlib.registry import compile_filter
 from filterlib.store.properties_text import as_dict
 from filterlib.store.scan import ScanOptions
@@ -233,6 +236,27 @@ def test_states_without_errors_texts_equal_the_interpreters():
         want = [3 if isinstance(w, FilterEvaluationError) else codes[w] for w in (_interpret(expr, m) for m in seen)]
         assert row.tolist() == want, expr.text
     assert (states == 3).any() and (states == 2).any()
+
+
+def test_number_comparisons_are_javas_compare_to_on_every_edge():
+    """The leaves' compiled comparison against the interpreter's Double.compare (itself held to Java elsewhere) and
+    Long.compareTo, over NaN, both zeros, infinities and the integer extremes, each value against each constant;
+    an unparsed string takes the error state."""
+    doubles = np.array([math.nan, -math.inf, -1.5, -0.0, 0.0, 2.0, math.inf, 7.0])
+    ok = np.array([True] * 7 + [False])
+    longs = np.array([-2**63, -1, 0, 1, 2**63 - 1, 5], dtype=np.int64)
+    for op in COMPARISONS:
+        test = {"=": lambda r: r == 0, ">": lambda r: r > 0, ">=": lambda r: r >= 0, "<": lambda r: r < 0,
+                "<=": lambda r: r <= 0}[op]
+        for c in doubles[:7]:
+            out = np.empty(len(doubles), np.int8)
+            compare_states(Parsed(doubles, ok, {}), op, c, 3, out)
+            want = [int(test(double_compare(x, c))) for x in doubles[:7]] + [3]
+            assert out.tolist() == want, (op, c)
+        for c in (-2**63, 0, 2**63 - 1):
+            out = np.empty(len(longs), np.int8)
+            compare_states(Parsed(longs, np.ones(len(longs), bool), {}), op, c, 3, out)
+            assert out.tolist() == [int(test((x > c) - (x < c))) for x in longs.tolist()], (op, c)
 
 
 def test_extraction_keeps_the_last_of_a_repeated_key_and_handles_slices():

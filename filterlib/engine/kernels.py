@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from filterlib.engine.columns import Column
-from filterlib.engine.numbers import Parsed, double_compare, int_compare, parse_numbers
+from filterlib.engine.numbers import Parsed, compare_states, parse_numbers
 from filterlib.engine.results import ERROR, FALSE, NULL, TRUE
 from filterlib.engine.table import distinct_tuples, evaluate_maps, tuple_maps
 from filterlib.errors import FilterEvaluationError
@@ -169,19 +169,15 @@ def _is_null_test(node: ast.Node) -> str | None:
 def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_state: int) -> Entries:
     """`prop op const` with the property parsed by the constant's Java class."""
     p, err_index, errors = ctx.parsed(name, kind)
-    cmp = double_compare(p.values, float(const)) if kind == "D" else int_compare(p.values, int(const))
-    if op == "=":
-        test = cmp == 0
-    elif op == ">":
-        test = cmp > 0
-    elif op == ">=":
-        test = cmp >= 0
-    elif op == "<":
-        test = cmp < 0
-    else:
-        test = cmp <= 0
-    entry = np.where(p.ok, test.astype(np.int8), np.int8(ERROR)).astype(np.int8)
-    return _entries(name, ctx.column(name), entry, missing_state, err_index, errors)
+    d = len(p.ok)
+    table = np.empty(d + 1, dtype=np.int8)
+    compare_states(p, op, const, ERROR, table)
+    table[d] = missing_state
+    if not errors:
+        return Entries(name, table, None, [])
+    eext = np.zeros(d + 1, dtype=np.int32)
+    eext[:d] = err_index
+    return Entries(name, table, eext, errors)
 
 
 def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:

@@ -7,11 +7,13 @@ the interpreter's own parsers, so acceptance, values and error messages are Java
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from filterlib.sql92.javanum import (
     INT_MAX,
@@ -75,23 +77,51 @@ def parse_numbers(values: pa.Array, kind: str, pylist: list[str] | None = None) 
     return Parsed(out, ok, errors)
 
 
-def double_compare(x: np.ndarray, c: float) -> np.ndarray:
-    """Java's Double.compare(x, c) per element (-1, 0, 1): -0.0 below 0.0, NaN equal to itself and above all."""
-    x = np.asarray(x, dtype=np.float64)
-    res = np.where(x < c, -1, np.where(x > c, 1, 0)).astype(np.int8)
-    xn = np.isnan(x)
-    if c != c:
-        return np.where(xn, 0, -1).astype(np.int8)
-    res[xn] = 1
-    if c == 0.0:
-        zero = x == 0.0
-        sx = np.signbit(x)
-        sc = np.signbit(c)
-        res[zero & sx & ~sc] = -1
-        res[zero & ~sx & sc] = 1
-    return res
+COMPARISONS = ("=", ">", ">=", "<", "<=")
 
 
-def int_compare(x: np.ndarray, c: int) -> np.ndarray:
-    """Integer/Long compareTo against a constant, per element."""
-    return np.where(x < c, -1, np.where(x > c, 1, 0)).astype(np.int8)
+@njit(cache=True, inline="always")
+def _java_compare(x, c):
+    """Java's compareTo of x with c: Long's for integers; Double.compare for doubles (-0.0 below 0.0, NaN equal to
+    itself and above everything, infinities included)."""
+    if x < c:
+        return -1
+    if x > c:
+        return 1
+    x_nan, c_nan = x != x, c != c
+    if x_nan or c_nan:
+        return 0 if x_nan and c_nan else (1 if x_nan else -1)
+    if x == 0:
+        x_neg, c_neg = math.copysign(1.0, x) < 0, math.copysign(1.0, c) < 0
+        if x_neg != c_neg:
+            return -1 if x_neg else 1
+    return 0
+
+
+@njit(cache=True)
+def _compare_states(values, ok, c, op, error_state, out):
+    """out[i]: TRUE / FALSE of `values[i] op c` (op: COMPARISONS index) by Java's compareTo, error_state where the
+    string did not parse."""
+    for i in range(len(values)):
+        if not ok[i]:
+            out[i] = error_state
+            continue
+        r = _java_compare(values[i], c)
+        if op == 0:
+            t = r == 0
+        elif op == 1:
+            t = r > 0
+        elif op == 2:
+            t = r >= 0
+        elif op == 3:
+            t = r < 0
+        else:
+            t = r <= 0
+        out[i] = 1 if t else 0
+
+
+def compare_states(parsed: Parsed, op: str, const: int | float, error_state: int, out: np.ndarray) -> None:
+    """Per distinct string into out[:len]: whether its number `op` const holds (1 / 0) under Java's compareTo of the
+    parsed class (Double.compare for "D"), error_state where it did not parse."""
+    c = float(const) if parsed.values.dtype == np.float64 else int(const)
+    _compare_states(parsed.values, parsed.ok, c, COMPARISONS.index(op), error_state, out)
