@@ -27,6 +27,7 @@ class Column:
     codes: np.ndarray
     values: pa.Array
     _pylist: list | None = field(default=None, repr=False)
+    _index: dict | None = field(default=None, repr=False)
 
     @property
     def cardinality(self) -> int:
@@ -38,6 +39,14 @@ class Column:
         if self._pylist is None:
             self._pylist = self.values.to_pylist()
         return self._pylist
+
+    def index(self) -> dict[str, list[int]]:
+        """Each value's codes (built once; a value may hold several codes, see `cardinality`)."""
+        if self._index is None:
+            self._index = {}
+            for code, value in enumerate(self.pylist()):
+                self._index.setdefault(value, []).append(code)
+        return self._index
 
 
 _FNV_OFFSET = np.uint64(14695981039346656037)

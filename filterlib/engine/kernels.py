@@ -180,6 +180,28 @@ def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_st
     return Entries(name, table, eext, errors)
 
 
+INDEXED = 1024
+"""Most values a column may hold for its equality and IN leaves to be looked up in a dictionary of its values
+(built once a batch) instead of compared value by value in Arrow (a call each, its fixed cost dearer than the
+dictionary's build on a few values)."""
+
+
+def _equals(name: str, col: Column, wanted: list[str], negated: bool, missing_state: int) -> Entries:
+    """`prop [NOT] IN (wanted)` (or `= 'text'`, a list of one) per value: TRUE where a value is wanted (FALSE when
+    negated), else the opposite; `missing_state` where the property is absent."""
+    d = col.cardinality
+    if d <= INDEXED:
+        index = col.index()
+        hits = [c for w in wanted for c in index.get(w, ())]
+        table = np.full(d + 1, TRUE if negated else FALSE, dtype=np.int8)
+        table[hits] = FALSE if negated else TRUE
+        table[d] = missing_state
+        return Entries(name, table, None, [])
+    mask = _arrow_bools(pc.is_in(col.values, value_set=pa.array(wanted, pa.string()))) if wanted else \
+        np.zeros(d, dtype=bool)
+    return _entries(name, col, _bools(mask, negated), missing_state)
+
+
 def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:
     """A vectorised leaf predicate: its states per distinct value of its property (Entries) or per row (a constant
     Vec), or None when the node has no kernel of its own."""
@@ -194,10 +216,7 @@ def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:
     if isinstance(node, ast.In):
         name = node.operand.name
         col = ctx.column(name)
-        wanted = [v for v in node.values if not _has_surrogate(v)]
-        mask = _arrow_bools(pc.is_in(col.values, value_set=pa.array(wanted, pa.string()))) if wanted else \
-            np.zeros(col.cardinality, dtype=bool)
-        return _entries(name, col, _bools(mask, node.negated), NULL)
+        return _equals(name, col, [v for v in node.values if not _has_surrogate(v)], node.negated, NULL)
     if isinstance(node, ast.Match):
         if not node.search:
             return Vec(np.zeros(ctx.n, dtype=np.int8), None, [])
@@ -212,16 +231,14 @@ def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:
         if isinstance(left, ast.Property):
             if isinstance(right, ast.Literal) and right.kind == "string" and node.op == "=" \
                     and not _has_surrogate(right.value):
-                col = ctx.column(left.name)
-                return _entries(left.name, col, _bools(_arrow_bools(pc.equal(col.values, right.value))), NULL)
+                return _equals(left.name, ctx.column(left.name), [right.value], False, NULL)
             c = _const(right)
             if c is not None:
                 return _numeric(ctx, left.name, node.op, c[0], c[1], NULL)
         if isinstance(right, ast.Property):
             if isinstance(left, ast.Literal) and left.kind == "string" and node.op == "=" \
                     and not _has_surrogate(left.value):
-                col = ctx.column(right.name)
-                return _entries(right.name, col, _bools(_arrow_bools(pc.equal(col.values, left.value))), FALSE)
+                return _equals(right.name, ctx.column(right.name), [left.value], False, FALSE)
             c = _const(left)
             if c is not None:
                 return _numeric(ctx, right.name, _FLIP[node.op], c[0], c[1], FALSE if node.op == "=" else NULL)

@@ -69,16 +69,18 @@ def client_check(tags: pa.Array | pa.ChunkedArray, sub: Subscription, col: Colum
 
 
 @njit(cache=True)
-def _assemble(matches, positions, out):
-    """OR each matching filter's bit positions into its rows' bitmaps (BitsArray order: byte p/8, bit p%8)."""
+def _assemble(matches, positions, out_t):
+    """OR each matching filter's bit positions into its rows' bitmaps, held byte-major (out_t[byte, row]; BitsArray
+    order: byte p/8, bit p%8): one branch-free pass over the rows per filter and position."""
     g_count, n = matches.shape
-    k = positions.shape[1]
     for g in range(g_count):
-        for i in range(n):
-            if matches[g, i]:
-                for j in range(k):
-                    p = positions[g, j]
-                    out[i, p >> 3] |= np.uint8(1 << (p & 7))
+        m = matches[g]
+        for j in range(positions.shape[1]):
+            p = positions[g, j]
+            row = out_t[p >> 3]
+            bit = np.uint8(p & 7)
+            for i in range(n):
+                row[i] |= np.uint8(m[i]) << bit
 
 
 def _hashable(bloom: BloomFilter, data: BloomFilterData) -> bool:
@@ -93,23 +95,31 @@ def ext_bitmaps(matches: Sequence[np.ndarray], datas: Sequence[BloomFilterData |
                 n: int) -> tuple[np.ndarray, np.ndarray]:
     """CalcBitMap over a batch of one topic: (bitmaps (n, ceil(m/8)) uint8, written (n,) bool).
 
-    matches[g] is filter g's TRUE mask, datas[g] its bloom data (None: the broker skips the filter, as it does a
-    filter that did not compile — pass None for those). A row where a matching filter's data cannot be hashed
-    (another filter's size, a position outside the bits) loses its whole bitmap, as the broker's catch does.
+    matches[g] is filter g's TRUE mask (masks, or one (filters, n) bool array), datas[g] its bloom data (None: the
+    broker skips the filter, as it does a filter that did not compile — pass None for those). A row where a matching
+    filter's data cannot be hashed (another filter's size, a position outside the bits) loses its whole bitmap, as
+    the broker's catch does.
     """
-    out = np.zeros((n, bloom.byte_length), dtype=np.uint8)
+    if len(matches) != len(datas):
+        raise ValueError(f"{len(matches)} filters' matches, {len(datas)} filters' bloom data")
+    out_t = np.zeros((bloom.byte_length, n), dtype=np.uint8)
     written = np.ones(n, dtype=bool)
-    good_m, good_pos = [], []
-    for match, data in zip(matches, datas, strict=True):
+    good, good_pos = [], []
+    for g, data in enumerate(datas):
         if data is None:
             continue
         if _hashable(bloom, data):
-            good_m.append(np.asarray(match, dtype=bool))
+            good.append(g)
             good_pos.append(data.bit_pos)
         else:
-            written &= ~np.asarray(match, dtype=bool)
-    if good_m:
-        _assemble(np.stack(good_m), np.asarray(good_pos, dtype=np.int64), out)
+            written &= ~np.asarray(matches[g], dtype=bool)
+    if good:
+        if isinstance(matches, np.ndarray) and matches.ndim == 2:
+            chosen = matches[good] if len(good) < len(matches) else matches
+        else:
+            chosen = np.stack([np.asarray(matches[g], dtype=bool) for g in good])
+        _assemble(np.ascontiguousarray(chosen, dtype=bool), np.asarray(good_pos, dtype=np.int64), out_t)
+    out = np.ascontiguousarray(out_t.T)
     out[~written] = 0
     return out, written
 
