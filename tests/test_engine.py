@@ -30,8 +30,8 @@ from filterlib.engine.numbers import COMPARISONS, Parsed, compare_states
 from filterlib.engine.queue_layer import ext_bitmaps
 from filterlib.errors import FilterEvaluationError, FilterSyntaxError
 from filterlib.javalang import java_utf8_decode, java_utf8_encode
-from filterlib.sql92.javanum import double_compare
 from filterlib.registry import compile_filter
+from filterlib.sql92.javanum import double_compare
 from filterlib.store.properties_text import as_dict
 from filterlib.store.scan import ScanOptions
 from filterlib.store.storedir import StoreDir
@@ -229,7 +229,9 @@ def test_states_without_errors_texts_equal_the_interpreters():
     exprs = [sql92.compile(t) for t in [
         "region = 'eu'", "uid = 'u7' OR region = 'us'", "amount > 500000",
         "region = 'eu' AND amount > 10", "region <> 'eu' OR amount > 10 OR uid IS NULL",
-        "NOT (region IN ('eu', 'x') AND (amount < 3 OR uid = 'u9'))", "(region = 'us') = (amount > 7)"]]
+        "NOT (region IN ('eu', 'x') AND (amount < 3 OR uid = 'u9'))", "(region = 'us') = (amount > 7)",
+        "(region IS NOT NULL AND amount > 5) AND (NOT (uid = 'u3') AND (amount < 900000 AND region <> 'x'))",
+        "(amount > 5 OR region = 'x') OR (NOT (NOT (region IS NULL)) OR (amount = 17 OR uid = 'u1'))"]]
     states = Engine(exprs).states(batch)
     codes = {True: 1, False: 0, None: 2}
     for expr, row in zip(exprs, states, strict=True):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from filterlib.engine.kernels import _AND, _NOT, _OR, BatchContext, Entries, leaf
+from filterlib.engine.kernels import _AND, _NOT, _OR, BatchContext, Entries, Vec, leaf
 from filterlib.sql92 import ast
 
 LEAF, LEAF_AND, LEAF_OR, AND, OR, NOT = range(6)
@@ -51,8 +51,9 @@ class Program:
             depth = max(depth, height + 1)
             if isinstance(node, (ast.And, ast.Or)):
                 conjunction = isinstance(node, ast.And)
-                emit(node.operands[0], height)
-                for operand in node.operands[1:]:
+                first, *rest = _operands(node)
+                emit(first, height)
+                for operand in rest:
                     if _is_leaf(operand):
                         ops.append(LEAF_AND if conjunction else LEAF_OR)
                         args.append(index.setdefault(operand, len(index)))
@@ -60,7 +61,7 @@ class Program:
                         emit(operand, height + 1)
                         ops.append(AND if conjunction else OR)
                         args.append(0)
-            elif isinstance(node, ast.Not):
+            elif not _is_leaf(node):  # a NOT above an AND / OR
                 emit(node.operand, height)
                 ops.append(NOT)
                 args.append(0)
@@ -85,7 +86,7 @@ class Program:
         vectors: list[np.ndarray] = []
         at = 0
         for i, node in enumerate(self.leaves):
-            v = leaf(ctx, node)
+            v = _leaf(ctx, node)
             if isinstance(v, Entries):
                 refs[i] = names.setdefault(v.name, len(names))
                 offsets[i] = at
@@ -106,7 +107,29 @@ class Program:
 
 
 def _is_leaf(node: ast.Node) -> bool:
-    return not isinstance(node, (ast.And, ast.Or, ast.Not))
+    """A node the program reads as one leaf: no AND / OR, a NOT only above a leaf (its table negated)."""
+    if isinstance(node, ast.Not):
+        return _is_leaf(node.operand)
+    return not isinstance(node, (ast.And, ast.Or))
+
+
+def _operands(node: ast.And | ast.Or) -> list[ast.Node]:
+    """An AND's (OR's) operands with those of the ANDs (ORs) among them in their place: its value is the first
+    FALSE (TRUE) or error in that order, else NULL if any is NULL, which no grouping changes."""
+    out: list[ast.Node] = []
+    for operand in node.operands:
+        out.extend(_operands(operand) if type(operand) is type(node) else [operand])
+    return out
+
+
+def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec:
+    """A leaf's states over the batch (`kernels.leaf`), a NOT above one by its negated table."""
+    if isinstance(node, ast.Not):
+        v = _leaf(ctx, node.operand)
+        if isinstance(v, Entries):
+            return Entries(v.name, _NOT[v.state], v.err, v.errors)
+        return Vec(_NOT[v.state], v.err_index, v.errors)
+    return leaf(ctx, node)
 
 
 @njit(cache=True)
