@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numba import njit
 
 from filterlib.store.properties_text import map_buffers, span_strings, string_buffers
@@ -27,7 +28,7 @@ class Column:
     codes: np.ndarray
     values: pa.Array
     _pylist: list | None = field(default=None, repr=False)
-    _index: dict | None = field(default=None, repr=False)
+    _found: dict = field(default_factory=dict, repr=False)
 
     @property
     def cardinality(self) -> int:
@@ -40,13 +41,19 @@ class Column:
             self._pylist = self.values.to_pylist()
         return self._pylist
 
-    def index(self) -> dict[str, list[int]]:
-        """Each value's codes (built once; a value may hold several codes, see `cardinality`)."""
-        if self._index is None:
-            self._index = {}
-            for code, value in enumerate(self.pylist()):
-                self._index.setdefault(value, []).append(code)
-        return self._index
+    def codes_of(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        """The codes holding each text (none, one, or several: see `cardinality`), found for every text not looked up
+        before in one hashing pass over the values; the texts must be valid UTF-16 (no lone surrogate)."""
+        new = [t for t in dict.fromkeys(texts) if t not in self._found]
+        if new:
+            at = pc.index_in(self.values, value_set=pa.array(new, pa.string()))
+            codes = np.flatnonzero(np.asarray(at.is_valid(), dtype=bool))
+            which = np.asarray(at.take(pa.array(codes)), dtype=np.int64) if len(codes) else codes
+            order = np.argsort(which, kind="stable")
+            bounds = np.searchsorted(which[order], np.arange(len(new) + 1))
+            for j, text in enumerate(new):
+                self._found[text] = codes[order[bounds[j]:bounds[j + 1]]]
+        return {t: self._found[t] for t in texts}
 
 
 _FNV_OFFSET = np.uint64(14695981039346656037)

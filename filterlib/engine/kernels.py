@@ -180,26 +180,28 @@ def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_st
     return Entries(name, table, eext, errors)
 
 
-INDEXED = 1024
-"""Most values a column may hold for its equality and IN leaves to be looked up in a dictionary of its values
-(built once a batch) instead of compared value by value in Arrow (a call each, its fixed cost dearer than the
-dictionary's build on a few values)."""
+def equality(node: ast.Node) -> tuple[str, list[str], bool, int] | None:
+    """(property, wanted texts, negated, state where the property is absent) of an IN leaf or of a property's
+    equality with a text, else None. A text holding a lone surrogate is never wanted: a stored value holds none."""
+    if isinstance(node, ast.In):
+        return node.operand.name, [v for v in node.values if not _has_surrogate(v)], node.negated, NULL
+    if isinstance(node, ast.Compare) and node.op == "=":
+        for prop, text, missing_state in ((node.left, node.right, NULL), (node.right, node.left, FALSE)):
+            if isinstance(prop, ast.Property) and isinstance(text, ast.Literal) and text.kind == "string" \
+                    and not _has_surrogate(text.value):
+                return prop.name, [text.value], False, missing_state
+    return None
 
 
 def _equals(name: str, col: Column, wanted: list[str], negated: bool, missing_state: int) -> Entries:
     """`prop [NOT] IN (wanted)` (or `= 'text'`, a list of one) per value: TRUE where a value is wanted (FALSE when
     negated), else the opposite; `missing_state` where the property is absent."""
     d = col.cardinality
-    if d <= INDEXED:
-        index = col.index()
-        hits = [c for w in wanted for c in index.get(w, ())]
-        table = np.full(d + 1, TRUE if negated else FALSE, dtype=np.int8)
-        table[hits] = FALSE if negated else TRUE
-        table[d] = missing_state
-        return Entries(name, table, None, [])
-    mask = _arrow_bools(pc.is_in(col.values, value_set=pa.array(wanted, pa.string()))) if wanted else \
-        np.zeros(d, dtype=bool)
-    return _entries(name, col, _bools(mask, negated), missing_state)
+    table = np.full(d + 1, TRUE if negated else FALSE, dtype=np.int8)
+    for codes in col.codes_of(wanted).values():
+        table[codes] = FALSE if negated else TRUE
+    table[d] = missing_state
+    return Entries(name, table, None, [])
 
 
 def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:
@@ -213,10 +215,10 @@ def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:
         name = node.operand.name
         col = ctx.column(name)
         return _entries(name, col, np.zeros(col.cardinality, dtype=np.int8), NULL)
-    if isinstance(node, ast.In):
-        name = node.operand.name
-        col = ctx.column(name)
-        return _equals(name, col, [v for v in node.values if not _has_surrogate(v)], node.negated, NULL)
+    eq = equality(node)
+    if eq is not None:
+        name, wanted, negated, missing_state = eq
+        return _equals(name, ctx.column(name), wanted, negated, missing_state)
     if isinstance(node, ast.Match):
         if not node.search:
             return Vec(np.zeros(ctx.n, dtype=np.int8), None, [])
@@ -229,16 +231,10 @@ def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec | None:
     if isinstance(node, ast.Compare):
         left, right = node.left, node.right
         if isinstance(left, ast.Property):
-            if isinstance(right, ast.Literal) and right.kind == "string" and node.op == "=" \
-                    and not _has_surrogate(right.value):
-                return _equals(left.name, ctx.column(left.name), [right.value], False, NULL)
             c = _const(right)
             if c is not None:
                 return _numeric(ctx, left.name, node.op, c[0], c[1], NULL)
         if isinstance(right, ast.Property):
-            if isinstance(left, ast.Literal) and left.kind == "string" and node.op == "=" \
-                    and not _has_surrogate(left.value):
-                return _equals(right.name, ctx.column(right.name), [left.value], False, FALSE)
             c = _const(left)
             if c is not None:
                 return _numeric(ctx, right.name, _FLIP[node.op], c[0], c[1], FALSE if node.op == "=" else NULL)

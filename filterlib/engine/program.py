@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from filterlib.engine.kernels import _AND, _NOT, _OR, BatchContext, Entries, Vec, leaf
+from filterlib.engine.kernels import _AND, _NOT, _OR, BatchContext, Entries, Vec, equality, leaf
 from filterlib.sql92 import ast
 
 LEAF, LEAF_AND, LEAF_OR, AND, OR, NOT = range(6)
@@ -36,6 +36,8 @@ class Program:
     starts: np.ndarray
     leaves: tuple[ast.Node, ...]
     depth: int
+    texts: dict[str, list[str]]
+    """Per property, the texts its equality and IN leaves look for (found in one pass a batch: `Column.codes_of`)."""
 
     @classmethod
     def of(cls, trees: Sequence[ast.Node]) -> Program:
@@ -72,8 +74,15 @@ class Program:
         for tree in trees:
             emit(tree, 0)
             starts.append(len(ops))
+        texts: dict[str, list[str]] = {}
+        for node in index:
+            while isinstance(node, ast.Not):
+                node = node.operand
+            eq = equality(node)
+            if eq is not None:
+                texts.setdefault(eq[0], []).extend(eq[1])
         return cls(np.asarray(ops, dtype=np.int8), np.asarray(args, dtype=np.int32),
-                   np.asarray(starts, dtype=np.int64), tuple(index), depth)
+                   np.asarray(starts, dtype=np.int64), tuple(index), depth, texts)
 
     def states(self, ctx: BatchContext) -> np.ndarray:
         """(selectors, rows) int8: each selector's state per row of the batch (FALSE, TRUE, NULL or ERROR)."""
@@ -85,6 +94,8 @@ class Program:
         tables: list[np.ndarray] = []
         vectors: list[np.ndarray] = []
         at = 0
+        for name, wanted in self.texts.items():
+            ctx.column(name).codes_of(wanted)
         for i, node in enumerate(self.leaves):
             v = _leaf(ctx, node)
             if isinstance(v, Entries):
