@@ -86,35 +86,37 @@ class Program:
 
     def states(self, ctx: BatchContext) -> np.ndarray:
         """(selectors, rows) int8: each selector's state per row of the batch (FALSE, TRUE, NULL or ERROR)."""
+        for name, wanted in self.texts.items():
+            ctx.column(name).codes_of(wanted)
         names: dict[str, int] = {}
-        kinds = np.zeros(len(self.leaves), dtype=np.int8)
         refs = np.zeros(len(self.leaves), dtype=np.int32)
         offsets = np.zeros(len(self.leaves), dtype=np.int64)
         missing = np.zeros(len(self.leaves), dtype=np.int32)
         tables: list[np.ndarray] = []
-        vectors: list[np.ndarray] = []
+        rows = None
         at = 0
-        for name, wanted in self.texts.items():
-            ctx.column(name).codes_of(wanted)
         for i, node in enumerate(self.leaves):
             v = _leaf(ctx, node)
             if isinstance(v, Entries):
                 refs[i] = names.setdefault(v.name, len(names))
-                offsets[i] = at
-                missing[i] = len(v.state) - 1
-                tables.append(v.state)
-                at += len(v.state)
-            else:
-                kinds[i] = 1
-                refs[i] = len(vectors)
-                vectors.append(v.state)
-        codes = np.stack([ctx.column(name).codes for name in names]) if names else np.zeros((0, ctx.n), np.int32)
+            else:  # a state per row: a table over the row numbers
+                refs[i] = names.setdefault(rows := rows or _ROWS, len(names))
+            offsets[i] = at
+            missing[i] = len(v.state) - 1
+            tables.append(v.state)
+            at += len(v.state)
+        codes = np.empty((len(names), ctx.n), dtype=np.int32)
+        for name, r in names.items():
+            codes[r] = np.arange(ctx.n, dtype=np.int32) if name is _ROWS else ctx.column(name).codes
         out = np.empty((len(self.starts) - 1, ctx.n), dtype=np.int8)
-        _run(self.ops, self.args, self.starts, np.ascontiguousarray(codes, dtype=np.int32), kinds, refs, offsets,
-             missing, np.concatenate(tables) if tables else np.zeros(0, np.int8),
-             np.stack(vectors) if vectors else np.zeros((0, ctx.n), np.int8), _AND, _OR, _NOT,
+        _run(self.ops, self.args, self.starts, codes, refs, offsets, missing,
+             np.concatenate(tables) if tables else np.zeros(0, np.int8), _AND, _OR, _NOT,
              np.empty((self.depth, ctx.n), dtype=np.int8), out)
         return out
+
+
+_ROWS = object()
+"""The codes of a leaf held per row (no per-value table): the row numbers."""
 
 
 def _is_leaf(node: ast.Node) -> bool:
@@ -144,28 +146,20 @@ def _leaf(ctx: BatchContext, node: ast.Node) -> Entries | Vec:
 
 
 @njit(cache=True)
-def _leaf_into(dst, lut, kind, ref, offset, missing, codes, tables, vectors):
-    """dst = a leaf's states (lut None), or lut[(dst << 2) | the leaf's states]: from its table by each row's code of
-    its property (kind 0), or its vector (kind 1)."""
-    n = len(dst)
-    if kind == 0:
-        row = codes[ref]
-        table = tables[offset:offset + missing + 1]
-        if lut is None:
-            for i in range(n):
-                c = row[i]
-                dst[i] = table[c if c >= 0 else missing]
-        else:
-            for i in range(n):
-                c = row[i]
-                dst[i] = lut[(dst[i] << 2) | table[c if c >= 0 else missing]]
+def _leaf_into(dst, lut, a, codes, refs, offsets, missing, tables):
+    """dst = leaf a's states (lut None), or lut[(dst << 2) | leaf a's states]: its table's entry at each row's code
+    of its property (-1: the missing state, last)."""
+    row = codes[refs[a]]
+    m = missing[a]
+    table = tables[offsets[a]:offsets[a] + m + 1]
+    if lut is None:
+        for i in range(len(dst)):
+            c = row[i]
+            dst[i] = table[c if c >= 0 else m]
     else:
-        vec = vectors[ref]
-        if lut is None:
-            dst[:] = vec
-        else:
-            for i in range(n):
-                dst[i] = lut[(dst[i] << 2) | vec[i]]
+        for i in range(len(dst)):
+            c = row[i]
+            dst[i] = lut[(dst[i] << 2) | table[c if c >= 0 else m]]
 
 
 @njit(cache=True)
@@ -181,24 +175,24 @@ def _negate(dst, lut):
 
 
 @njit(cache=True)
-def _run(ops, args, starts, codes, kinds, refs, offsets, missing, tables, vectors, and_lut, or_lut, not_lut, stack,
-         out):
-    """out[s]: selector s's states, its operations run in turn over every row (a leaf read from its table by each
-    row's code of its property, kind 0, or from its vector, kind 1); the stack holds a row of states per level.
-    Every operand is read (no row skips one): the lookup tables keep an AND's FALSE or error (an OR's TRUE or error)
-    whatever follows, which is Java's short-circuit without its branches."""
+def _run(ops, args, starts, codes, refs, offsets, missing, tables, and_lut, or_lut, not_lut, stack, out):
+    """out[s]: selector s's states, its operations run in turn over every row (a leaf read from its table, which
+    stays in cache over the pass), the stack holding a row of states per level. Every operand is read (no row skips
+    one): the lookup tables keep an AND's FALSE or error (an OR's TRUE or error) whatever follows, which is Java's
+    short-circuit without its branches."""
     for s in range(len(starts) - 1):
+        first, last = starts[s], starts[s + 1]
         top = -1
-        for p in range(starts[s], starts[s + 1]):
+        for p in range(first, last):
             op = ops[p]
             a = args[p]
             if op == LEAF:
                 top += 1
-                _leaf_into(stack[top], None, kinds[a], refs[a], offsets[a], missing[a], codes, tables, vectors)
+                _leaf_into(stack[top], None, a, codes, refs, offsets, missing, tables)
             elif op == LEAF_AND:
-                _leaf_into(stack[top], and_lut, kinds[a], refs[a], offsets[a], missing[a], codes, tables, vectors)
+                _leaf_into(stack[top], and_lut, a, codes, refs, offsets, missing, tables)
             elif op == LEAF_OR:
-                _leaf_into(stack[top], or_lut, kinds[a], refs[a], offsets[a], missing[a], codes, tables, vectors)
+                _leaf_into(stack[top], or_lut, a, codes, refs, offsets, missing, tables)
             elif op == AND:
                 top -= 1
                 _combine_rows(stack[top], stack[top + 1], and_lut)
