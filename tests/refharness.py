@@ -37,6 +37,13 @@ EXTRA_JAVA_OPTS = {
 }
 
 
+TIMED_MODES = ("bench", "rebuild")
+"""Modes that time the broker's own code (the benchmarks' baselines): they run with the JVM's full JIT. Every other
+mode runs its few seconds of class loading and one-off work with the client compiler alone
+(-XX:TieredStopAtLevel=1): a pull run 1.54 -> 1.33 s and 2.1 -> 1.4 s of CPU, measured alone; the answers are
+the same classes' answers."""
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
 # modes whose output is a directory (OUTDIR, `out/` in the cached run) rather than one OUT.json (`output.json`)
 OUTDIR_MODES = ("store", "group")
 
@@ -100,6 +107,8 @@ def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False, ver
     if done.exists():
         return out_dir
     java = build(version)
+    if mode not in TIMED_MODES:
+        java = [java[0], QUICK_JIT, *java[1:]]
     with _lock(f"run-{key}"):
         if done.exists():
             return out_dir
