@@ -1,6 +1,7 @@
 """The numba kernels of filterlib shipped in a zip (spark-submit's --py-files) are compiled once per machine, not
 once per application: a second process importing the same code from a zip at another path (as each application's
-executors fetch it) loads the first one's compiled kernel, and a changed kernel is compiled again."""
+executors fetch it) loads the first one's compiled kernel, and a changed kernel is compiled again. Processes that
+need the same kernel at the same moment compile it once: the others wait and load it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -50,3 +52,40 @@ def test_zipped_kernels_are_compiled_once_whatever_the_zips_path(tmp_path) -> No
     assert again["table"] == first["table"]
     changed = _probe(_zip(tmp_path / "app-3" / "code.zip", b"\n# changed\n"), home)
     assert changed["misses"] and not changed["hits"], changed  # other source bytes: compiled again
+
+
+RACE = """
+import json, os, sys, time
+import numpy as np
+import pyarrow as pa
+import filterlib.engine.columns as c
+open(sys.argv[1] + ".ready", "w").close()
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.005)
+codes = c.extract_properties(pa.array(["a\x01x\x02b\x01y", "b\x01z"]), ["a"])["a"].codes
+f = c._extract_text
+print(json.dumps({"hits": sum(f.stats.cache_hits.values()), "misses": sum(f.stats.cache_misses.values()),
+                  "codes": codes.tolist()}))
+"""
+
+
+def test_processes_needing_a_kernel_at_once_compile_it_once(tmp_path) -> None:
+    """Two processes released together onto a kernel no one has compiled (an empty cache directory): one compiles
+    it, the other waits for its lock and loads what the first saved (numba's own hit and miss counters)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path / f"p{i}"), str(go)], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"p{i}.ready").exists() for i in range(2)):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a process did not start"
+        time.sleep(0.01)
+    go.touch()
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted((r["misses"], r["hits"]) for r in results) == [(0, 1), (1, 0)], results
+    assert results[0]["codes"] == results[1]["codes"] == [0, -1]

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
+from filterlib.kernel_cache import njit
 from filterlib.store.properties_text import map_buffers, span_strings, string_buffers
 
 MISSING = -1

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
@@ -23,6 +22,7 @@ from filterlib.engine.queue_layer import client_check, tag_hash_check
 from filterlib.engine.results import ERROR, TRUE
 from filterlib.engine.verdicts import RAISES, Layout, Verdicts, assign
 from filterlib.errors import BrokerFilterError
+from filterlib.kernel_cache import njit
 
 OUTCOMES = vocab.OUTCOME_NAMES
 LAYERS = vocab.LAYERS

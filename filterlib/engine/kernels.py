@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from filterlib.engine.columns import Column
 from filterlib.engine.numbers import Parsed, compare_states, parse_numbers
 from filterlib.engine.results import ERROR, FALSE, NULL, TRUE
 from filterlib.engine.table import distinct_tuples, evaluate_maps, tuple_maps
 from filterlib.errors import FilterEvaluationError
+from filterlib.kernel_cache import njit
 from filterlib.sql92 import ast
 from filterlib.sql92.evaluate import _NO_CONST, _Compiler, compile_tree
 from filterlib.sql92.javanum import JavaNumberFormatError, number_format_error

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
+from filterlib.kernel_cache import njit
 from filterlib.sql92.javanum import (
     INT_MAX,
     INT_MIN,

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from filterlib.engine.kernels import _AND, _NOT, _OR, BatchContext, Entries, Vec, equality, leaf
+from filterlib.kernel_cache import njit
 from filterlib.sql92 import ast
 
 LEAF, LEAF_AND, LEAF_OR, AND, OR, NOT = range(6)

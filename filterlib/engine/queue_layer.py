@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from filterlib.bloom import BloomFilter, BloomFilterData, hit_matrix
 from filterlib.engine.columns import MISSING, Column, column_from_strings
+from filterlib.kernel_cache import njit
 from filterlib.tags import SUB_ALL, Subscription, tags_code
 
 

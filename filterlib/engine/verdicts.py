@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from filterlib import vocabulary as vocab
+from filterlib.kernel_cache import njit
 
 RAISES = -2
 """The commit-log branch of a retry filter over a message without RETRY_TOPIC: the broker throws (the replay raises

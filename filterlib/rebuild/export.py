@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
+from filterlib.kernel_cache import njit
 from filterlib.store.commitlog import file_name
 from filterlib.store.consumequeue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_DTYPE, encode_queue_files
 from filterlib.store.consumequeue import cq_file_size as cq_size_of

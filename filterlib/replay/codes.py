@@ -12,7 +12,6 @@ subscription and unit.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
@@ -26,6 +25,7 @@ from filterlib.engine.decide import (
     decide_after_consume_queue,
 )
 from filterlib.engine.verdicts import Verdicts, sql_states
+from filterlib.kernel_cache import njit
 
 CODES = vocab.DECISION_CODES
 _NR, _NL, _NO = len(REASONS), len(LAYERS), len(OUTCOMES)

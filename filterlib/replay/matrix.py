@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from filterlib import vocabulary as vocab
 from filterlib.engine.decide import LAYERS, OUTCOMES, REASONS, Decisions, decide_units, take_units
+from filterlib.kernel_cache import njit
 from filterlib.replay import codes as C
 from filterlib.replay.codes import CODES, encode
 from filterlib.replay.paging import (

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from filterlib import message_filter as mf
 from filterlib import vocabulary as vocab
 from filterlib.engine.decide import OUTCOMES, Decisions, Units, client_decode_layer, decide_units
+from filterlib.kernel_cache import njit
 
 CQ_UNIT_SIZE = 20
 _CQ = vocab.LAYERS.index(vocab.CONSUME_QUEUE)

@@ -7,18 +7,12 @@ record reaches past the buffer, the kernels answer NEED_MORE and the caller re-r
 
 from __future__ import annotations
 
-import os
 from collections import namedtuple
 
-from filterlib.kernel_cache import cache_dir
+import numpy as np
 
-if "NUMBA_CACHE_DIR" not in os.environ:
-    os.environ["NUMBA_CACHE_DIR"] = cache_dir()
-
-import numpy as np  # noqa: E402
-from numba import njit  # noqa: E402
-
-from filterlib.store import commitlog as _cl  # noqa: E402
+from filterlib.kernel_cache import njit
+from filterlib.store import commitlog as _cl
 
 MAGIC_V1 = _cl.MESSAGE_MAGIC_CODE
 MAGIC_V2 = _cl.MESSAGE_MAGIC_CODE_V2

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from filterlib.kernel_cache import njit
 from filterlib.store import fs as sfs
 from filterlib.store.commitlog import file_name
 from filterlib.store.consumequeue import queue_files

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
+from filterlib.kernel_cache import njit
 from filterlib.store.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
