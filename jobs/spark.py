@@ -234,7 +234,22 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
     )
     for key, value in {**LOCAL_FS, **conf}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    default_snapshot_partitions(spark)
+    return spark
+
+
+def default_snapshot_partitions(spark: SparkSession) -> None:
+    """SNAPSHOT_PARTITIONS, unless set, to the session's default parallelism (at least 2)."""
+    if spark.conf.get(SNAPSHOT_PARTITIONS, None) is None:
+        spark.conf.set(SNAPSHOT_PARTITIONS, str(max(2, spark.sparkContext.defaultParallelism)))
+
+
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+"""The partitions delta-spark spreads a table's log over when it reconstructs the table's state (a checkpoint, every
+tenth commit of a table; a read the driver's log reader cannot answer). Delta's default is 50, whatever the
+cluster: on local[2] the runs table's checkpoint (every fifth job pair) took 12-15 s of 150 tasks over a few
+kilobytes, against 5.7 s with 2. Unless set, a session takes its default parallelism (the cores it has)."""
 
 
 def _submitted() -> bool:

@@ -37,3 +37,20 @@ def test_delta_overwrite_is_a_new_version_not_a_duplicate(spark, tmp_path):
     assert spark.read.format("delta").load(table).count() == 2
     history = DeltaTable.forPath(spark, table).history().select("version").collect()
     assert sorted(r.version for r in history) == [0, 1]
+
+
+def test_state_reconstruction_spreads_over_the_sessions_cores_unless_told(spark):
+    """Delta's 50 partitions for a table's state (a checkpoint every tenth commit) become the session's default
+    parallelism when the user set none; a value the user set is kept."""
+    from jobs.spark import SNAPSHOT_PARTITIONS, default_snapshot_partitions
+
+    given = spark.conf.get(SNAPSHOT_PARTITIONS)
+    try:
+        spark.conf.unset(SNAPSHOT_PARTITIONS)
+        default_snapshot_partitions(spark)
+        assert spark.conf.get(SNAPSHOT_PARTITIONS) == str(max(2, spark.sparkContext.defaultParallelism))
+        spark.conf.set(SNAPSHOT_PARTITIONS, "7")
+        default_snapshot_partitions(spark)
+        assert spark.conf.get(SNAPSHOT_PARTITIONS) == "7"
+    finally:
+        spark.conf.set(SNAPSHOT_PARTITIONS, given)
