@@ -128,11 +128,16 @@ def _entries(name: str, col: Column, entry_state: np.ndarray, missing_state: int
     ext = np.empty(d + 1, dtype=np.int8)
     ext[:d] = entry_state
     ext[d] = missing_state
+    return _with_errors(name, ext, entry_err, errors)
+
+
+def _with_errors(name: str, table: np.ndarray, entry_err: np.ndarray | None, errors: list | None) -> Entries:
+    """Entries of a whole table (missing state last), with the per-entry error indices when there are errors."""
     if not errors:
-        return Entries(name, ext, None, [])
-    eext = np.zeros(d + 1, dtype=np.int32)
-    eext[:d] = entry_err
-    return Entries(name, ext, eext, errors)
+        return Entries(name, table, None, [])
+    err = np.zeros(len(table), dtype=np.int32)
+    err[:-1] = entry_err
+    return Entries(name, table, err, errors)
 
 
 def spread(ctx: BatchContext, e: Entries) -> Vec:
@@ -173,11 +178,7 @@ def _numeric(ctx: BatchContext, name: str, op: str, kind: str, const, missing_st
     table = np.empty(d + 1, dtype=np.int8)
     compare_states(p, op, const, ERROR, table)
     table[d] = missing_state
-    if not errors:
-        return Entries(name, table, None, [])
-    eext = np.zeros(d + 1, dtype=np.int32)
-    eext[:d] = err_index
-    return Entries(name, table, eext, errors)
+    return _with_errors(name, table, err_index, errors)
 
 
 def equality(node: ast.Node) -> tuple[str, list[str], bool, int] | None:
