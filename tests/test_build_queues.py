@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import refharness
 import scenarios
+from support.job_process import start_job
 from support.job_runs import broker_conf, rows, subscriptions_file
 from support.registry_replay import hidden_at_dispatch, load_registry
 
@@ -772,10 +773,8 @@ def test_a_run_killed_while_writing_leaves_each_table_whole_and_the_next_run_com
     last.unlink()
     msg_dir = Path(wh) / "messages"
     before = {p.name for p in msg_dir.rglob("*.parquet")}
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.build_queues", "--store", str(smaller), "--warehouse", wh,
-                             "--master", "local[2]", *clean_args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = start_job("jobs.build_queues", "--store", str(smaller), "--warehouse", wh, *clean_args,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while not {p.name for p in msg_dir.rglob("*.parquet")} - before:

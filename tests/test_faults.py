@@ -27,7 +27,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 import pytest
 import s3server
 from faultproxy import FaultProxy
+from support.job_process import start_job
 
 from filterlib.store import fs as sfs
 from jobs import build_queues
@@ -51,11 +51,9 @@ KEYS = {"messages": ["commit_log_offset"], "consume_queue": ["topic", "queue_id"
         "consumer_filters": ["consumer_group", "topic"], "dump_files": ["path"], "dumps": ["dump_id"]}
 
 
-def _job(*argv: str, env: dict | None = None, **kw) -> subprocess.Popen:
+def _job(*argv: str, env: dict | None = None) -> subprocess.Popen:
     """A job as a process (its own session, local[2]), output piped."""
-    return subprocess.Popen([sys.executable, "-m", *argv, "--master", "local[2]"], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
+    return start_job(*argv, env=env)
 
 
 def _job1(wh: str, store: str = str(DEMO / "dump"), env: dict | None = None,

@@ -15,12 +15,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.job_process import start_job
 
 from jobs import build_queues, report, simulate_pull
 from jobs.delta_io import last_version, table_path
@@ -65,9 +65,7 @@ def _stopped_at(argv: list[str], wh: str, tables: tuple[str, ...]) -> Iterator[s
     the last table the process is SIGKILLed. One process serves every kill point (a process per point started a JVM
     and Spark, and redid the job's work up to the point, each time)."""
     before = {t: _commits(wh, t) for t in tables}
-    proc = subprocess.Popen([sys.executable, "-m", *argv, "--master", "local[2]"], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = start_job(*argv, stdout=subprocess.DEVNULL)
     try:
         for i, table in enumerate(tables):
             deadline = time.monotonic() + 600

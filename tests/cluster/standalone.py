@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
+from support.job_process import job_env
 
 SPARK_HOME = Path(pyspark.__file__).parent
 VENV_BIN = Path(sys.executable).parent
@@ -127,6 +128,7 @@ def submit(args: list[str], *, cwd: Path, driver_python: str, executor_python: s
         env["PYSPARK_PYTHON"] = executor_python
     env["PYSPARK_DRIVER_PYTHON"] = driver_python
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["SPARK_SUBMIT_OPTS"] = job_env()["SPARK_SUBMIT_OPTS"]  # the client-mode driver lives seconds: C1 only
     proc = subprocess.Popen([str(VENV_BIN / "spark-submit"), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
