@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from cluster.standalone import Standalone, submit
+from support.job_process import SHORT_LIVED_JVM
 
 from jobs import row_forms
 
@@ -39,9 +40,11 @@ DEMO = ROOT / "demo"
 DUMP_ID = "demo"
 DELTA_CONF = ["--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
               "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog"]
-# Kept small: other test runs share the machine.
+# Kept small: other test runs share the machine. An executor lives as long as its job, seconds on the demo dump:
+# its JVM compiles with C1 only, as the drivers do (tests/support/job_process.py).
 SMALL = ["--driver-memory", "1g", "--executor-memory", "1g", "--conf", "spark.cores.max=2",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4"]
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
+         "--conf", f"spark.executor.extraJavaOptions={SHORT_LIVED_JVM}"]
 JOB_ARGS = ["--store", str(DEMO / "dump"), "--broker-conf", str(DEMO / "broker.conf"),
             "--subscriptions", str(DEMO / "subscriptions.json"), "--dump-id", DUMP_ID]
 _LOG_LINE = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN|DEBUG) |WARNING: Using incubator|Using Spark's "

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
-from support.job_process import job_env
+from support.job_process import SHORT_LIVED_JVM, driver_opts
 
 SPARK_HOME = Path(pyspark.__file__).parent
 VENV_BIN = Path(sys.executable).parent
@@ -57,7 +57,8 @@ class Standalone:
         env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(self.scratch / "logs"),
                    SPARK_WORKER_DIR=str(self.work_dir), SPARK_LOCAL_DIRS=str(self.scratch / "local"),
                    SPARK_DAEMON_MEMORY="512m", SPARK_WORKER_CORES=str(self.cores),
-                   SPARK_WORKER_MEMORY=self.memory, SPARK_NO_DAEMONIZE="1")
+                   SPARK_WORKER_MEMORY=self.memory, SPARK_NO_DAEMONIZE="1",
+                   SPARK_DAEMON_JAVA_OPTS=SHORT_LIVED_JVM)  # the master and worker schedule, they compute nothing
         for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
             env.pop(k, None)  # a pytest run under a live SparkContext must not leak its gateway into the daemons
         return env
@@ -128,7 +129,7 @@ def submit(args: list[str], *, cwd: Path, driver_python: str, executor_python: s
         env["PYSPARK_PYTHON"] = executor_python
     env["PYSPARK_DRIVER_PYTHON"] = driver_python
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    env["SPARK_SUBMIT_OPTS"] = job_env()["SPARK_SUBMIT_OPTS"]  # the client-mode driver lives seconds: C1 only
+    env["SPARK_SUBMIT_OPTS"] = driver_opts()  # the client-mode driver lives seconds: C1 only
     proc = subprocess.Popen([str(VENV_BIN / "spark-submit"), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

@@ -19,11 +19,15 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
 
 
+def driver_opts() -> str:
+    """SPARK_SUBMIT_OPTS for a job's driver: any already set, then C1 only."""
+    return " ".join(o for o in (os.environ.get("SPARK_SUBMIT_OPTS", ""), SHORT_LIVED_JVM) if o)
+
+
 def job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment for a job process: the checkout on PYTHONPATH, the driver's JVM C1-only (after
-    any SPARK_SUBMIT_OPTS already set), then `extra`."""
-    opts = " ".join(o for o in (os.environ.get("SPARK_SUBMIT_OPTS", ""), SHORT_LIVED_JVM) if o)
-    return {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_SUBMIT_OPTS": opts, **(extra or {})}
+    """This process's environment for a job process: the checkout on PYTHONPATH, the driver's JVM C1-only, then
+    `extra`."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_SUBMIT_OPTS": driver_opts(), **(extra or {})}
 
 
 def start_job(module: str, *args: str, env: Mapping[str, str] | None = None, **popen: object) -> subprocess.Popen:
