@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 from hypothesis import settings
@@ -36,6 +37,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(keep) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("s3a") is not None])
         items[:] = keep
+
+
+GROUP_RUNS = {"test_group_replay": ("group_scenario", "cluster_group_scenario", "kinds_group_scenario"),
+              "test_group_harness": ("two_groups_scenario", "kinds_group_scenario")}
+"""The harness `group` runs (tests/scenarios.py functions) each module reads, in the order it reads them (the
+modules as SLOW_FIRST starts them)."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """When the group modules are selected, one process of the run (the first worker, or the only process) starts
+    their harness `group` runs (GROUP_RUNS) in a background thread. Each run is a name server, brokers and
+    real clients in one JVM: about 40 s, most of it waiting on the clients' rebalance and the brokers' shutdown,
+    little CPU. Started early, that wait overlaps other modules' work instead of holding a worker; a group module
+    reaching its run first waits on the harness's lock for that run and then reads its cached answer. A failure
+    here is left to the module, whose own call runs the harness again and reports it."""
+    config = session.config
+    worker = getattr(config, "workerinput", {}).get("workerid", "gw0")
+    selected = {i.path.stem for i in session.items}
+    wanted = list(dict.fromkeys(name for module, names in GROUP_RUNS.items() if module in selected for name in names))
+    if worker != "gw0" or not wanted:
+        return
+
+    def prefetch() -> None:
+        import refharness
+        import scenarios
+
+        for name in wanted:
+            try:
+                refharness.run_group(getattr(scenarios, name)())
+            except Exception:  # noqa: BLE001 (reported by the module that needs the run)
+                pass
+
+    config.stash[_PREFETCH] = thread = threading.Thread(target=prefetch, name="group-prefetch", daemon=True)
+    thread.start()
+
+
+_PREFETCH = pytest.StashKey[threading.Thread]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A prefetch still running ends with the session: its harness runs are left whole, never half cached."""
+    thread = config.stash.get(_PREFETCH, None)
+    if thread is not None:
+        thread.join()
 
 
 @pytest.fixture(scope="session")

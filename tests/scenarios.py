@@ -710,6 +710,38 @@ def demo_scenario(seed: int = 2026, n_orders: int = 720, n_payments: int = 240) 
     }
 
 
+TWO_GROUPS_QUEUES = [("T1", 0), ("T1", 1), ("T1", 2), ("T1", 3), ("T2", 0), ("T2", 1)]
+
+
+def two_groups_scenario() -> dict:
+    """The `group` mode with two groups on one broker: G1's three members subscribe differently (two tag orders, a
+    topic only one of them names, SQL92), G2's one member takes T1 whole, allocated by circle. 40 messages
+    round-robin over every queue of T1 (4) and T2 (2); each queue sees every tag and a = 0..3."""
+    tags = ["TagA", "TagB", "TagC"]
+    queues = TWO_GROUPS_QUEUES
+    messages = [{"topic": queues[i % len(queues)][0], "broker": "broker-a", "queue": queues[i % len(queues)][1],
+                 "tags": tags[(i // len(queues) + i) % 3], "keys": f"k{i}",
+                 "properties": {"a": str((i // len(queues)) % 4)}, "body": f"message {i}"} for i in range(40)]
+    return {
+        "brokers": ["broker-a"],
+        "broker_config": {"enablePropertyFilter": True},
+        "topics": [{"name": "T1", "queues": 4}, {"name": "T2", "queues": 2}],
+        "groups": [
+            {"group": "G1", "allocate": "AVG", "members": [
+                {"client_id": "127.0.0.1@m1", "subscriptions": [
+                    {"topic": "T1", "type": "TAG", "expression": "TagA || TagB"},
+                    {"topic": "T2", "type": "TAG", "expression": "TagA || TagB"}]},
+                {"client_id": "127.0.0.1@m2", "subscriptions": [
+                    {"topic": "T1", "type": "TAG", "expression": "TagB || TagA"}]},
+                {"client_id": "127.0.0.1@m3", "subscriptions": [
+                    {"topic": "T1", "type": "SQL92", "expression": "a > 1"}]}]},
+            {"group": "G2", "allocate": "AVG_BY_CIRCLE", "members": [
+                {"client_id": "127.0.0.1@m1", "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "*"}]}]},
+        ],
+        "messages": messages,
+    }
+
+
 def group_scenario(seed: int = 27, n_t1: int = 64, n_t2: int = 16) -> dict:
     """The harness's `group` mode input (real name server, broker and push consumers): groups whose members
     subscribe differently — different tags, tag order swapped, TAG beside SQL92, a topic only one member
@@ -803,3 +835,4 @@ def kinds_group_scenario() -> dict:
                 member("127.0.0.1@k1", "push", "TagA"), member("127.0.0.1@k3", "push_posted", "TagB"),
                 member("127.0.0.1@k4", "push", "TagC"), member("127.0.0.1@k2@STREAM", "lite_pull", "TagA || TagC")]}],
             "messages": _kind_messages()}
+

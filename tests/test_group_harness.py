@@ -11,42 +11,12 @@ from pathlib import Path
 
 import pytest
 import refharness
-from scenarios import kinds_group_scenario
+from scenarios import TWO_GROUPS_QUEUES as QUEUES
+from scenarios import kinds_group_scenario, two_groups_scenario
 
 pytestmark = pytest.mark.reference
 
-QUEUES = [("T1", 0), ("T1", 1), ("T1", 2), ("T1", 3), ("T2", 0), ("T2", 1)]
-TAGS = ["TagA", "TagB", "TagC"]
-
-
-def _messages() -> list[dict]:
-    """40 messages round-robin over every queue; each queue sees every tag and a = 0..3 (7 or 6 messages a queue)."""
-    out = []
-    for i in range(40):
-        topic, queue = QUEUES[i % len(QUEUES)]
-        out.append({"topic": topic, "broker": "broker-a", "queue": queue, "tags": TAGS[(i // len(QUEUES) + i) % 3],
-                    "keys": f"k{i}", "properties": {"a": str((i // len(QUEUES)) % 4)}, "body": f"message {i}"})
-    return out
-
-
-SPEC = {
-    "brokers": ["broker-a"],
-    "broker_config": {"enablePropertyFilter": True},
-    "topics": [{"name": "T1", "queues": 4}, {"name": "T2", "queues": 2}],
-    "groups": [
-        {"group": "G1", "allocate": "AVG", "members": [
-            {"client_id": "127.0.0.1@m1", "subscriptions": [
-                {"topic": "T1", "type": "TAG", "expression": "TagA || TagB"},
-                {"topic": "T2", "type": "TAG", "expression": "TagA || TagB"}]},
-            {"client_id": "127.0.0.1@m2", "subscriptions": [
-                {"topic": "T1", "type": "TAG", "expression": "TagB || TagA"}]},
-            {"client_id": "127.0.0.1@m3", "subscriptions": [
-                {"topic": "T1", "type": "SQL92", "expression": "a > 1"}]}]},
-        {"group": "G2", "allocate": "AVG_BY_CIRCLE", "members": [
-            {"client_id": "127.0.0.1@m1", "subscriptions": [{"topic": "T1", "type": "TAG", "expression": "*"}]}]},
-    ],
-    "messages": _messages(),
-}
+SPEC = two_groups_scenario()
 
 
 @pytest.fixture(scope="module")
