@@ -36,16 +36,20 @@ JOB2 = ("pull_decisions", "decision_details", "pulls", "decision_codes", "group_
 
 
 def _snapshot(spark, wh: str, names: tuple[str, ...], latest: bool = False) -> dict[str, tuple[int, int]]:
-    """Each table's (row count, order-free checksum of every column) for the dump, as read_dump reads it."""
+    """Each table's (row count, order-free checksum of every column) for the dump, as read_dump reads it: the
+    tables' sums in one Spark job (a union), not one job a table."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    out = {}
+    parts = []
     for t in names:
         df = read_dump(spark, wh, t, DUMP, latest=latest)
-        row = df.select(F.xxhash64(F.to_json(F.struct(*df.columns))).cast("decimal(38,0)").alias("h")).agg(
-            F.count(F.lit(1)).alias("n"), F.sum("h").alias("s")).first()
-        out[t] = (row.n, int(row.s or 0))
-    return out
+        parts.append(df.select(F.lit(t).alias("t"), F.xxhash64(F.to_json(F.struct(*df.columns)))
+                               .cast("decimal(38,0)").alias("h")))
+    sums = {r.t: (r.n, int(r.s or 0)) for r in reduce(lambda a, b: a.unionByName(b), parts).groupBy("t").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("h").alias("s")).collect()}
+    return {t: sums.get(t, (0, 0)) for t in names}
 
 
 def _runs(spark, wh: str) -> list[dict]:
