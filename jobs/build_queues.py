@@ -25,6 +25,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -410,15 +411,22 @@ def _registry(inputs: Inputs) -> RegistryLoad:
     return dump_registry(inputs.store, inputs.subscriptions, inputs.broker_version)
 
 
-def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str, records: Any = None
-            ) -> DataFrame:
-    """Decode and dispatch the ranges once: units, messages rows and split reports, persisted (read by the
-    reports, consume_queue and messages; bodies only under --bodies). `records`: an accumulator of the records
-    decoded, for the progress lines."""
+def range_tasks(sizes: Sequence[int], cores: int, split_bytes: int) -> int:
+    """How many Spark tasks decode ranges of these sizes: a task a range while ranges are about a split long (a
+    broker's 1 GiB commitlog files), fewer where they are far shorter (a store of small files: its ranges share
+    tasks, a split's worth each), never fewer than the cores while there are ranges for them."""
+    return max(1, min(len(sizes), max(cores, -(-sum(sizes) // max(1, split_bytes)))))
+
+
+def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str, slices: int,
+            records: Any = None) -> DataFrame:
+    """Decode and dispatch the ranges once, in `slices` tasks: units, messages rows and split reports, persisted
+    (read by the reports, consume_queue and messages; bodies only under --bodies). `records`: an accumulator of the
+    records decoded, for the progress lines."""
     from pyspark import StorageLevel
 
     sc = spark.sparkContext
-    rdd = sc.parallelize(tasks, max(1, len(tasks)))
+    rdd = sc.parallelize(tasks, slices)
     df = spark.createDataFrame(rdd, TASK_DDL).mapInArrow(decode_ranges(ctx, records), spark_ddl(DECODED_SCHEMA))
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobDescription(description)
@@ -686,10 +694,11 @@ def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: 
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     records = spark.sparkContext.accumulator(0)
-    decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges",
+    slices = range_tasks([t[4] - t[3] for t in tasks], spark.sparkContext.defaultParallelism, inputs.split_bytes)
+    decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges", slices,
                        records)]
     with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id), \
-            progress(spark, log, f"decode and dispatch {len(tasks)} ranges (a task each)",
+            progress(spark, log, f"decode and dispatch {len(tasks)} ranges in {slices} tasks",
                      counted={"records": records}):
         plans, splits = _plans(decoded[0], prefixes)
     kept, dropped = _kept(splits, plans)
@@ -700,7 +709,8 @@ def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: 
         log.info("desync: %d files re-decoded as one range each: %s", len(redo), ", ".join(summary.fallbacks))
         whole = [(p.account.path, p.account.file_base, p.account.file_size, starts[p.account.file_base],
                   p.account.file_size, starts[p.account.file_base]) for p in redo]
-        decoded.append(_decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files"))
+        decoded.append(_decode(spark, ctx, whole, f"{PROG} {inputs.dump_id}: whole-file decode of {len(whole)} files",
+                               len(whole)))
         with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id):
             again, more = _plans(decoded[-1], prefixes)
         also, gone = _kept(more, again)

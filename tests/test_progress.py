@@ -124,7 +124,7 @@ def test_both_jobs_say_records_and_decisions_so_far(spark, tmp_path, monkeypatch
         lines[job.PROG] = ([t for _, t in handler.lines], summary)
     decode, s1 = lines[build_queues.PROG]
     found = [int(m.group(1).replace(",", "")) for t in decode
-             if (m := re.match(r"decode and dispatch 16 ranges \(a task each\): stage \d+ .*; so far ([\d,]+) "
+             if (m := re.match(r"decode and dispatch 16 ranges in 16 tasks: stage \d+ .*; so far ([\d,]+) "
                                r"records$", t))]
     assert found and found == sorted(found) and found[-1] <= s1.records, decode
     replay, s2 = lines[simulate_pull.PROG]
