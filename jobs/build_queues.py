@@ -25,7 +25,6 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +89,7 @@ from jobs.history import Held
 from jobs.progress import progress
 from jobs.runs import read_dump, read_rows, record_run
 from jobs.schemas import spark_ddl
+from jobs.spark import task_count
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -411,13 +411,6 @@ def _registry(inputs: Inputs) -> RegistryLoad:
     return dump_registry(inputs.store, inputs.subscriptions, inputs.broker_version)
 
 
-def range_tasks(sizes: Sequence[int], cores: int, split_bytes: int) -> int:
-    """How many Spark tasks decode ranges of these sizes: a task a range while ranges are about a split long (a
-    broker's 1 GiB commitlog files), fewer where they are far shorter (a store of small files: its ranges share
-    tasks, a split's worth each), never fewer than the cores while there are ranges for them."""
-    return max(1, min(len(sizes), max(cores, -(-sum(sizes) // max(1, split_bytes)))))
-
-
 def _decode(spark: SparkSession, ctx: TaskContext, tasks: list[tuple], description: str, slices: int,
             records: Any = None) -> DataFrame:
     """Decode and dispatch the ranges once, in `slices` tasks: units, messages rows and split reports, persisted
@@ -694,7 +687,7 @@ def _decode_all(spark: SparkSession, inputs: Inputs, ctx: TaskContext, summary: 
     log.info("decode and dispatch: %d commitlog files, %d ranges, %d bytes (CRC check %s)", len(files), len(tasks),
              summary.bytes, "on" if inputs.check_crc else "off")
     records = spark.sparkContext.accumulator(0)
-    slices = range_tasks([t[4] - t[3] for t in tasks], spark.sparkContext.defaultParallelism, inputs.split_bytes)
+    slices = task_count([t[4] - t[3] for t in tasks], spark.sparkContext.defaultParallelism, inputs.split_bytes)
     decoded = [_decode(spark, ctx, tasks, f"{PROG} {inputs.dump_id}: decode and dispatch {len(tasks)} ranges", slices,
                        records)]
     with task_writes("messages", table_path(inputs.warehouse, "messages"), inputs.dump_id), \

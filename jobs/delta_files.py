@@ -114,15 +114,32 @@ def file_target(spark: SparkSession, warehouse: str, table: str, dump_id: str, c
 @dataclass(frozen=True)
 class FileSource:
     """One dump's data files of a table at the version a run reads, as tasks read them with pyarrow (picklable):
-    `paths` inside the file system (local paths, or bucket/key for s3)."""
+    `paths` inside the file system (local paths, or bucket/key for s3); `sizes`, each path's bytes where the
+    table's log gave them (empty where the files came from a listing)."""
 
     paths: tuple[str, ...]
     kind: str = "local"
     s3: dict[str, Any] = field(default_factory=dict, repr=False)
+    sizes: tuple[int, ...] = ()
 
     def filesystem(self) -> pafs.FileSystem:
         """The pyarrow file system the task reads through."""
         return pafs.LocalFileSystem() if self.kind == "local" else pafs.S3FileSystem(**self.s3)
+
+    def only(self, paths: Collection[str]) -> FileSource:
+        """The same source with only those of its files (their sizes kept)."""
+        keep = set(paths)
+        sized = dict(zip(self.paths, self.sizes, strict=True)) if self.sizes else {}
+        mine = tuple(p for p in self.paths if p in keep)
+        return FileSource(mine, self.kind, self.s3, tuple(sized[p] for p in mine) if sized else ())
+
+
+def _sized(loc: Location, adds: Iterable[dict], only: Collection[str] | None = None
+           ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The adds' pyarrow paths, sorted, and their sizes (`only`: just those paths)."""
+    pairs = sorted((file_path(loc, a), int(a["size"])) for a in adds)
+    pairs = [(p, n) for p, n in pairs if only is None or p in only]
+    return tuple(p for p, _ in pairs), tuple(n for _, n in pairs)
 
 
 _PLAIN_FILES = {"delta.enableDeletionVectors": "false", "delta.columnMapping.mode": "none"}
@@ -150,7 +167,8 @@ def file_source(spark: SparkSession, df: Any, warehouse: str, table: str, dump_i
         where, found, adds = part
         if not found.plain:
             return None
-        return FileSource(tuple(sorted(file_path(where, a) for a in adds)), where.kind, where.s3)
+        paths, sizes = _sized(where, adds)
+        return FileSource(paths, where.kind, where.s3, sizes)
     uri = table_path(warehouse, table)
     jvm = spark._jvm
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
@@ -208,7 +226,7 @@ def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str, ve
     if part is None or not part[1].plain:
         return None
     loc, found, adds = part
-    paths = tuple(sorted(p for p in (file_path(loc, a) for a in adds) if only is None or p in only))
+    paths, sizes = _sized(loc, adds, only)
     uris = [f"file://{p}" if loc.kind == "local" else f"s3a://{p}" for p in paths]
     if any(_GLOB & set(u) for u in uris):
         return None
@@ -222,7 +240,7 @@ def dump_frame(spark: SparkSession, warehouse: str, table: str, dump_id: str, ve
     names = [f.name for f in schema.fields]  # by names in one call (a Column per field cost ~4 ms of py4j each)
     if df.columns != names:
         df = df.selectExpr(*["`" + n.replace("`", "``") + "`" for n in names])
-    return df, FileSource(paths, loc.kind, loc.s3)
+    return df, FileSource(paths, loc.kind, loc.s3, sizes)
 
 
 KEY_SUMMARY = b"rmq.key_summary"
@@ -369,7 +387,7 @@ def reaching(source: FileSource, column: str, low: Any) -> FileSource:
     row group without them may): a reader of the rows from `low` on opens no task for the others."""
     keep = [path for path, pf in zip(source.paths, _files(source), strict=True)
             if any(not stats or stats[0].max >= low for _, stats, _ in _row_groups(pf, [column], 0))]
-    return FileSource(tuple(keep), source.kind, source.s3)
+    return source.only(keep)
 
 
 def _scalar(v: Any) -> Any:

@@ -140,6 +140,7 @@ from jobs.pull_tasks import (
 )
 from jobs.runs import JOB1_TABLES, pinned_version, read_dump, read_rows, read_version, record_run
 from jobs.schemas import spark_ddl
+from jobs.spark import task_count
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -634,7 +635,7 @@ def _queue_units(spark: SparkSession, inputs: Inputs, topics: set[str], summary:
     if files is not None:
         where = geometry([(t, q, base(t, q, lo), size, lo, hi, per_file, firsts.get((t, q)))
                           for t, q, lo, hi in bounds])
-        paths = _path_tasks(spark, files.paths)
+        paths = _path_tasks(spark, files)
         tails = spark.createDataFrame(end_rows([(t, q, (hi - base(t, q, lo)) // size if size else 0, lo, per_file, hi)
                                                 for t, q, lo, hi in bounds]), packed_ddl())
         packed = PackedQueues(paths.mapInArrow(packed_rebuilt_queues(files, where), packed_ddl()).unionByName(tails),
@@ -662,7 +663,7 @@ def _past_starts(spark: SparkSession, inputs: Inputs, topics: set[str], cq: Data
         found = dump_frame(spark, wh, "consume_queue", dump, read_version(spark, wh, "consume_queue", dump), set(kept))
         if found is not None:
             cq = found[0].where(F.col("topic").isin(sorted(topics)))
-    return cq, least, FileSource(tuple(kept), files.kind, files.s3)
+    return cq, least, files.only(kept)
 
 
 def _rebuilt_queues(spark: SparkSession, inputs: Inputs, topics: set[str]
@@ -998,13 +999,13 @@ def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decision
     from pyspark import StorageLevel
 
     if by_verdicts and packed is not None and messages.source is not None:
-        side = _path_tasks(messages.df.sparkSession, messages.source.paths).mapInArrow(
+        side = _path_tasks(messages.df.sparkSession, messages.source).mapInArrow(
             packed_message_files(ctx, messages.source, messages.low, packed.where), packed_ddl())
         out = packed.df.unionByName(side).groupBy("topic", "queue_id", "piece").applyInArrow(
             replay_packed(ctx, decisions), out_ddl())
         return out.persist(StorageLevel.MEMORY_AND_DISK)
     if by_verdicts and messages.source is not None:
-        side = _path_tasks(messages.df.sparkSession, messages.source.paths).mapInArrow(
+        side = _path_tasks(messages.df.sparkSession, messages.source).mapInArrow(
             message_files_side(ctx, messages.source, messages.low), verdict_side_ddl())
     elif by_verdicts:
         side = messages.df.select(*MESSAGE_COLUMNS).mapInArrow(message_side(ctx), verdict_side_ddl())
@@ -1015,10 +1016,20 @@ def _replay(units: DataFrame, messages: MessageFiles, ctx: PullContext, decision
     return out.persist(StorageLevel.MEMORY_AND_DISK)
 
 
-def _path_tasks(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
-    """A `path` row per file, each in a partition of its own (a task per file), without a shuffle."""
-    return spark.createDataFrame(spark.sparkContext.parallelize([(p,) for p in paths], max(1, len(paths))),
-                                 "path string")
+FILE_TASK_BYTES = 2 << 20
+"""Files a replay's tasks read themselves share a task up to this many bytes (`jobs.spark.task_count`): a large
+dump's files, each a commitlog range's rows (a 256 MiB range: messages ~14 MB, consume_queue ~3.3 MB of Parquet),
+keep a task each; a small store's, kilobytes each, share, where a task's Python round trip cost more than its
+reading."""
+
+
+def _path_tasks(spark: SparkSession, files: FileSource) -> DataFrame:
+    """A `path` row per file, without a shuffle: a task per file, or files far smaller than FILE_TASK_BYTES
+    together (where the log gave their sizes)."""
+    paths = files.paths
+    slices = (task_count(files.sizes, spark.sparkContext.defaultParallelism, FILE_TASK_BYTES)
+              if len(files.sizes) == len(paths) else max(1, len(paths)))
+    return spark.createDataFrame(spark.sparkContext.parallelize([(p,) for p in paths], slices), "path string")
 
 
 def _found_elsewhere(spark: SparkSession, msgs: MessageFiles, offsets: list[int]) -> int:

@@ -252,6 +252,15 @@ cluster: on local[2] the runs table's checkpoint (every fifth job pair) took 12-
 kilobytes, against 5.7 s with 2. Unless set, a session takes its default parallelism (the cores it has)."""
 
 
+def task_count(sizes: Sequence[int], cores: int, target_bytes: int) -> int:
+    """Spark tasks for work over inputs of these sizes (commitlog ranges, Parquet files): a task an input while
+    inputs are about `target_bytes` or more (a broker's 1 GiB commitlog files, a large dump's messages files),
+    fewer where they are far smaller (a store of small files, a history copy's few new records: they share tasks,
+    a target's worth each, as each task costs a Python worker's round trip), never fewer than the cores while there
+    are inputs for them."""
+    return max(1, min(len(sizes), max(cores, -(-sum(sizes) // max(1, target_bytes)))))
+
+
 def _submitted() -> bool:
     """True when running under spark-submit (which sets spark.master in the launched JVM's conf)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ

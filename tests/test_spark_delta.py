@@ -54,3 +54,20 @@ def test_state_reconstruction_spreads_over_the_sessions_cores_unless_told(spark)
         assert spark.conf.get(SNAPSHOT_PARTITIONS) == "7"
     finally:
         spark.conf.set(SNAPSHOT_PARTITIONS, given)
+
+
+def test_small_inputs_share_tasks_and_large_ones_keep_a_task_each():
+    """jobs.spark.task_count: a broker's split-sized commitlog ranges (or a large dump's files) keep a task each;
+    inputs far smaller than the target share tasks, a target's worth each, never fewer than the cores while there
+    are inputs for them, never more tasks than inputs."""
+    from jobs.spark import task_count
+
+    split = 256 << 20
+    assert task_count([split] * 16, 2, split) == 16  # 4 GiB of 1 GiB files cut in 256 MiB ranges
+    assert task_count([split, split, split, 100], 2, split) == 4  # a file's short last range: still its own
+    assert task_count([4096] * 10, 2, split) == 2  # a test store of ten 4 KiB files: the cores
+    assert task_count([4096] * 10, 64, split) == 10  # a cluster's cores: a task an input, no more
+    assert task_count([1 << 20] * 100, 8, 8 << 20) == 13  # 100 MiB of 1 MiB files: 8 MiB a task
+    assert task_count([3_300_000] * 4, 2, 2 << 20) == 4  # job 2's consume_queue files of a 1 GiB dump
+    assert task_count([4096], 8, split) == 1
+    assert task_count([], 2, split) == 1  # an empty store still runs its (empty) stage
