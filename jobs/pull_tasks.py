@@ -263,9 +263,9 @@ def message_side(ctx: PullContext):
 
 
 def message_files_side(ctx: PullContext, source: Any, low: int | None):
-    """`message_side` over the messages table's Parquet files read here with pyarrow (a task per file, `source` a
-    `jobs.delta_files.FileSource`): Spark never converts the properties maps. Rows below commit log offset `low`
-    (a continued history's) are skipped, whole row groups by their statistics."""
+    """`message_side` over the messages table's Parquet files read here with pyarrow (a task per file, small files
+    several a task; `source` a `jobs.delta_files.FileSource`): Spark never converts the properties maps. Rows below
+    commit log offset `low` (a continued history's) are skipped, whole row groups by their statistics."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         cache: dict = {}
