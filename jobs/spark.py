@@ -182,6 +182,13 @@ two runs of other dumps committing the same version to lose one commit silently.
 of them."""
 
 
+OLD_VERSIONS = {"spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": "false"}
+"""delta-spark 4.4 refuses to read a version older than the table's delta.deletedFileRetentionDuration (7 days) by
+default, even its newest. The jobs read the version the last complete run committed (`jobs.runs`) and commit on top
+of the version they read: a dump left alone for a week would fail every reader and the next run. A version whose
+files a VACUUM removed still fails, naming a missing file. A `conf` entry overrides it."""
+
+
 def build_session(app_name: str, master: str | None = None, conf: Mapping[str, str] | None = None,
                   locations: Sequence[str | None] = ()) -> SparkSession:
     """Return a SparkSession that reads and writes Delta tables.
@@ -232,7 +239,7 @@ def build_session(app_name: str, master: str | None = None, conf: Mapping[str, s
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for key, value in {**LOCAL_FS, **conf}.items():
+    for key, value in {**LOCAL_FS, **OLD_VERSIONS, **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     default_snapshot_partitions(spark)
