@@ -56,6 +56,13 @@ def test_state_reconstruction_spreads_over_the_sessions_cores_unless_told(spark)
         spark.conf.set(SNAPSHOT_PARTITIONS, given)
 
 
+def test_sessions_read_versions_older_than_the_deleted_file_retention(spark):
+    """delta-spark 4.4 refuses time travel past delta.deletedFileRetentionDuration (7 days) unless this key is
+    false; the jobs read pinned versions, so every session `build_session` makes (the suite's is one) turns the
+    refusal off. (test_upgrade reads a bundled warehouse whose commits are older than 7 days through it.)"""
+    key = "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
+    assert spark.conf.get(key) == "false"
+
 def test_small_inputs_share_tasks_and_large_ones_keep_a_task_each():
     """jobs.spark.task_count: a broker's split-sized commitlog ranges (or a large dump's files) keep a task each;
     inputs far smaller than the target share tasks, a target's worth each, never fewer than the cores while there
