@@ -9,12 +9,16 @@ re-run costs nothing and a harness change invalidates every cached answer.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import json
 import os
+import select
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,13 @@ mode runs its few seconds of class loading and one-off work with the client comp
 (-XX:TieredStopAtLevel=1): a pull run 1.54 -> 1.33 s and 2.1 -> 1.4 s of CPU, measured alone; the answers are
 the same classes' answers."""
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+SERVED_MODES = ("eval", "store", "pull", "scan", "recover")
+"""Modes run by one long-lived harness JVM per release and process (`java rmqref.Main serve`, PROTOCOL.md) rather
+than a JVM each: a store or pull run alone costs ~1.4 CPU-s, most of it starting the JVM and loading the broker's
+classes, served ~0.2 (the suite's ~110 such runs in a fresh clone). Each mode reads all its state from its input;
+a served run that fails is run again alone, whose answer (or error) is the one kept. Not served: `group` (brokers,
+clients and ports of its own) and the timed modes. RMQREF_SERVE=0 runs every mode in a JVM of its own."""
 
 # modes whose output is a directory (OUTDIR, `out/` in the cached run) rather than one OUT.json (`output.json`)
 OUTDIR_MODES = ("store", "group")
@@ -88,6 +99,100 @@ def build(version: str = DEFAULT_VERSION) -> list[str]:
     return ["java", *JAVA_OPTS, *EXTRA_JAVA_OPTS.get(version, []), "-cp", classpath, "rmqref.Main"]
 
 
+UNTOUCHED_RCS = (2, 3)
+"""Exit codes of a run refused before it started (a bad request, a mode the release cannot run): the server goes on."""
+
+
+class _Server:
+    """One `rmqref.Main serve` JVM of one release: runs sent one at a time (a lock), each answered by a line."""
+
+    def __init__(self, java: list[str]) -> None:
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen([*java, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        self.pending = b""  # what stdout gave beyond the last line read
+
+    def run(self, mode: str, in_path: Path, output: Path, log: Path, timeout: float) -> int | None:
+        """The run's exit code, or None when the server is gone. A run that outlives `timeout` stops the server (a
+        run still going must not write into a directory its caller reuses) and raises TimeoutExpired, as a run
+        alone would."""
+        if self.proc.poll() is not None:
+            return None
+        try:
+            self.proc.stdin.write(f"{mode}\t{in_path}\t{output}\t{log}\n".encode())
+            self.proc.stdin.flush()
+        except OSError:
+            return None
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            line, sep, rest = self.pending.partition(b"\n")
+            if sep:
+                self.pending = rest
+                if line.startswith(b"SERVED "):
+                    return int(line.split()[1])
+                continue
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.stop()
+                raise subprocess.TimeoutExpired([mode, str(in_path)], timeout)
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the server ended
+                self.stop()
+                return None
+            self.pending += chunk
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+_SERVERS: dict[str, _Server] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def _server(version: str, java: list[str]) -> _Server:
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(version)
+        if server is None or server.proc.poll() is not None:
+            server = _SERVERS[version] = _Server(java)
+        return server
+
+
+@atexit.register
+def _stop_servers() -> None:
+    """Each server ends when its stdin closes; at exit it is closed and awaited, so no JVM outlives the process."""
+    for server in _SERVERS.values():
+        try:
+            server.proc.stdin.close()
+            server.proc.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            server.stop()
+
+
+def _served(mode: str, version: str, java: list[str], in_path: Path, output: Path, log: Path,
+            timeout: float) -> bool:
+    """Whether the release's server ran the mode to a successful end (False: run it alone)."""
+    if mode not in SERVED_MODES or os.environ.get("RMQREF_SERVE", "1") == "0":
+        return False
+    server = _server(version, java)
+    with server.lock:
+        rc = server.run(mode, in_path, output, log, timeout)
+    if rc == 0:
+        return True
+    if rc not in (None, *UNTOUCHED_RCS):  # a failed run may leave the JVM in any state: the next gets a new one
+        with _SERVERS_LOCK:
+            if _SERVERS.get(version) is server:
+                del _SERVERS[version]
+        server.stop()
+    if output.is_dir():
+        shutil.rmtree(output)
+    elif output.exists():
+        output.unlink()
+    return False
+
+
 def _key(mode: str, payload: Any, version: str) -> str:
     text = json.dumps(payload, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(f"{version}\n{mode}\n{_sources_digest()}\n{text}".encode()).hexdigest()[:32]
@@ -118,12 +223,13 @@ def run(mode: str, payload: Any, timeout: float = 1800, fresh: bool = False, ver
         in_path = out_dir / "input.json"
         in_path.write_text(json.dumps(payload, ensure_ascii=True))
         output = out_dir / ("out" if mode in OUTDIR_MODES else "output.json")
-        proc = subprocess.run([*java, mode, str(in_path), str(output)], capture_output=True, text=True,
-                              timeout=timeout)
-        (out_dir / "stderr.txt").write_text(proc.stderr)
-        if proc.returncode != 0:
-            raise HarnessError(f"harness {mode} failed (rc={proc.returncode}), see {out_dir}:\n"
-                               f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        if not _served(mode, version, java, in_path, output, out_dir / "stderr.txt", timeout):
+            proc = subprocess.run([*java, mode, str(in_path), str(output)], capture_output=True, text=True,
+                                  timeout=timeout)
+            (out_dir / "stderr.txt").write_text(proc.stderr)
+            if proc.returncode != 0:
+                raise HarnessError(f"harness {mode} failed (rc={proc.returncode}), see {out_dir}:\n"
+                                   f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
         done.write_text("ok")
     return out_dir
 

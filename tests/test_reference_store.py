@@ -16,6 +16,7 @@ import refharness
 import scenarios
 
 from filterlib.store import fastjson
+from filterlib.tags import tags_code
 
 pytestmark = pytest.mark.reference
 
@@ -246,3 +247,46 @@ def test_varied_scenario_writes_and_replays(seed):
         for q in sub["queues"]:
             for u in q["units"]:
                 assert u["attributionOk"] and not u["cqBranch"].startswith("UNEXPLAINED")
+
+
+def _untimed(value):
+    """A harness answer without what the clock gives: store and born times, and the tagsCode of a timed message."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if not re.search(r"Time(stamp)?$|^tagsCode|^now", k)}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def test_a_served_run_answers_as_a_run_alone(monkeypatch, tmp_path):
+    """Two store runs served by one JVM (PROTOCOL.md, serve), the second after the first's broker came and went, give
+    the second's answers (listing, pull replay, report) as a JVM of its own does."""
+    monkeypatch.setattr(refharness, "CACHE_DIR", tmp_path / "served")
+    monkeypatch.delenv("RMQREF_SERVE", raising=False)
+    refharness.write_store(scenarios.varied_scenario(SEED))
+    pid = refharness._SERVERS[refharness.DEFAULT_VERSION].proc.pid
+    served = refharness.write_store(scenarios.tag_and_sql_scenario(SEED + 1))
+    assert refharness._SERVERS[refharness.DEFAULT_VERSION].proc.pid == pid, "both runs in one JVM"
+    monkeypatch.setattr(refharness, "CACHE_DIR", tmp_path / "alone")
+    monkeypatch.setenv("RMQREF_SERVE", "0")
+    alone = refharness.write_store(scenarios.tag_and_sql_scenario(SEED + 1))
+    for name in ("listing.json", "pull.json", "report.json"):
+        s, a = _json(served / name), _json(alone / name)
+        if name == "report.json":  # the store's absolute path, under each cache
+            s, a = ({k: v for k, v in r.items() if k not in ("storeDir", "store")} for r in (s, a))
+        assert _untimed(s) == _untimed(a), name
+
+
+def test_a_served_run_that_fails_is_reported_as_a_run_alone_and_the_next_gets_a_new_jvm(monkeypatch, tmp_path):
+    """A served run that fails is run again alone: its error is the one raised, nothing is cached for it, and the
+    failed run's JVM is replaced before the next run."""
+    monkeypatch.setattr(refharness, "CACHE_DIR", tmp_path)
+    monkeypatch.delenv("RMQREF_SERVE", raising=False)
+    refharness.eval_cases([{"kind": "tag_hash", "tag": "TagA"}])
+    first = refharness._SERVERS[refharness.DEFAULT_VERSION].proc
+    with pytest.raises(refharness.HarnessError, match=r"pull failed \(rc=1\)(.|\n)*NoSuchFileException: /nonexistent"):
+        refharness.run("pull", {"storeDir": "/nonexistent/store", "subscriptions": []})
+    assert first.poll() is not None, "the server that ran the failed run is gone"
+    assert not list((tmp_path / "pull").glob("*/.done")), "no answer cached for the failed run"
+    assert refharness.eval_cases([{"kind": "tag_hash", "tag": "TagB"}])[0]["hash"] == tags_code("TagB")
+    assert refharness._SERVERS[refharness.DEFAULT_VERSION].proc.poll() is None, "a new server answered"
