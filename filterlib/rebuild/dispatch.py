@@ -235,8 +235,7 @@ class Dispatcher:
                 continue
             rows = np.flatnonzero(codes == code)
             store = store_all[rows]
-            counting = tf.born[:, None] < store[None, :]
-            any_counts = counting.any(axis=0)
+            any_counts = store > tf.born.min()  # some record counts (`counts_for`) iff the eldest does
             if not any_counts.any():
                 continue
             matches = []
@@ -246,18 +245,23 @@ class Dispatcher:
                     props = props.take(pa.array(rows))
                 matches = tf.engine.states(props) == TRUE
                 late = np.flatnonzero(store.min() <= tf.born[tf.usable])
-                if len(late):
-                    matches[late] &= counting[np.asarray(tf.usable)[late]]
-                for count, g in zip(matches.sum(axis=1).tolist(), tf.groups, strict=True):
+                if len(late):  # filters born after some of the rows: those rows do not count for them
+                    matches[late] &= tf.born[np.asarray(tf.usable)[late]][:, None] < store[None, :]
+                for count, g in zip(np.count_nonzero(matches, axis=1).tolist(), tf.groups, strict=True):
                     self.stats.matches[(g, topic)] = self.stats.matches.get((g, topic), 0) + count
             bits, ok = ext_bitmaps(matches, tf.datas, bloom, len(rows))
             ok &= any_counts
-            out[rows] = bits
+            if len(rows) == n:  # the batch is one topic's units (the usual case): no copy into place
+                out = bits
+            else:
+                out[rows] = bits
             written[rows] = ok
         self.stats.bitmaps += int(written.sum())
-        fixed = pa.Array.from_buffers(pa.binary(width), n, [
-            pa.py_buffer(np.packbits(written, bitorder="little").tobytes()), pa.py_buffer(out.tobytes())])
-        return fixed.cast(pa.binary())
+        validity = pa.py_buffer(np.packbits(written, bitorder="little"))
+        if n * width >= 1 << 31:  # past binary's 32-bit offsets: Arrow's cast splits nothing, so let it say so
+            return pa.Array.from_buffers(pa.binary(width), n, [validity, pa.py_buffer(out)]).cast(pa.binary())
+        offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)  # every row `width` bytes; a null's unread
+        return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
 def append_positions(asked: np.ndarray) -> np.ndarray:
