@@ -58,10 +58,10 @@ ID_BLOOM_COLUMNS = ("uniq_key", "offset_msg_id")
 batch) carries a Parquet bloom filter of them, which Spark's reader tests before reading the group (ids are random
 across a file: min/max statistics would skip nothing)."""
 ID_BLOOM = {"ndv": ScanOptions().batch_bytes // 512, "fpp": 0.1}
-"""Each id filter sized for a decode batch of records of 512 bytes or more (32 Ki ids; a batch of smaller records
-fills it past the 0.1 false-positive rate, which only skips fewer row groups). 16 KiB a column for the bench's
-22 k-record batches: its messages files without bodies 4 % larger, job 1 at 4 GiB as fast (A/B 0.98); pyarrow's
-default of 1 Mi ids made job 1 1.6x slower."""
+"""Each id filter sized for a decode batch of records of 512 bytes or more (64 Ki ids in a batch of 32 MiB; a
+batch of smaller records fills it past the 0.1 false-positive rate, which only skips fewer row groups). Measured
+with 16 MiB batches (16 KiB a column for the bench's 22 k-record batches): its messages files without bodies 4 %
+larger, job 1 at 4 GiB as fast (A/B 0.98); pyarrow's default of 1 Mi ids made job 1 1.6x slower."""
 MESSAGES_WRITER = {"write_statistics": MESSAGES_STATS,
                    "use_dictionary": ["dump_id", "topic", "born_host", "store_host", "tags", "magic_code", "queue_id",
                                       "flag", "sys_flag", "reconsume_times", "store_size", "body_size", COPY.name],

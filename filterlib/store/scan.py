@@ -82,7 +82,10 @@ class ScanOptions:
     v2_magic: bool = True
     want_body: bool | str = True
     batch_rows: int = DEFAULT_BATCH_ROWS
-    batch_bytes: int = 16 << 20
+    batch_bytes: int = 32 << 20
+    """A batch's record bytes at most (one batch: one engine pass, one Parquet row group). 32 MiB against 16: one
+    256 MiB range of the 1 GiB bench dump, least of five alternating twice, K = 256 1.50-1.66 -> 1.38-1.41 s,
+    K = 32 0.98 -> 0.91-0.92 s (each batch's fixed Python and writer costs, halved); 64 MiB no faster."""
     chunk_bytes: int = DEFAULT_CHUNK
     delay_levels: Sequence[int] | None = None
 
