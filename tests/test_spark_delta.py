@@ -63,6 +63,7 @@ def test_sessions_read_versions_older_than_the_deleted_file_retention(spark):
     key = "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
     assert spark.conf.get(key) == "false"
 
+
 def test_small_inputs_share_tasks_and_large_ones_keep_a_task_each():
     """jobs.spark.task_count: a broker's split-sized commitlog ranges (or a large dump's files) keep a task each;
     inputs far smaller than the target share tasks, a target's worth each, never fewer than the cores while there
